@@ -1,0 +1,3 @@
+module github.com/specprobe/specprobe
+
+go 1.26.8
