@@ -1,0 +1,6 @@
+// Package bpf holds the BPF programs specprobe loads and their generated Go
+// bindings. The objects are committed so `go build` needs no clang; `make
+// generate` rebuilds them.
+package bpf
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type event -type site_config -type value_spec Stage stage.c

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+// Generic entry and exit programs for every probed stage. The site index comes
+// from the BPF cookie, so one pair of programs serves every engine: what to
+// read at each site lives in the `sites` map, filled by the loader from the spec.
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s64 s64;
+
+// x86-64 struct pt_regs as the kernel lays it out; the uprobe context.
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+#define MAX_VALUES 4
+#define MAX_DEREF 3
+#define STR_LEN 32
+#define MAX_SITES 256
+
+enum source { SRC_ARG0, SRC_ARG1, SRC_ARG2, SRC_ARG3, SRC_ARG4, SRC_ARG5, SRC_RET };
+enum value_type { TYPE_INT, TYPE_STRING, TYPE_VECTOR_LEN };
+enum boundary { ENTRY, EXIT };
+
+struct value_spec {
+	u8 source;
+	u8 type;
+	u8 size;
+	u8 nderef;
+	u32 elem_size;
+	s64 deref[MAX_DEREF];
+};
+
+struct site_config {
+	struct value_spec values[MAX_VALUES];
+	u32 nvalues;
+	u32 pad;
+};
+
+struct event {
+	u64 boot_ns;
+	u32 pid;
+	u32 tid;
+	u32 site;
+	u8 boundary;
+	u8 failed; // bit i: value i could not be read
+	u16 pad;
+	u64 values[MAX_VALUES];
+	char str[STR_LEN];
+};
+
+// Index: site*2 + boundary.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SITES * 2);
+	__type(key, u32);
+	__type(value, struct site_config);
+} sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+// Events lost because the ring buffer was full.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} drops SEC(".maps");
+
+// Wake the reader only once this much is waiting: a wakeup per event costs
+// more than the probe itself (design.md); the reader also drains on a timer.
+volatile const u64 wakeup_bytes = 64 * 1024;
+
+// Force the event layout into BTF for bpf2go -type.
+const struct event *unused_event __attribute__((unused));
+const struct site_config *unused_config __attribute__((unused));
+
+static __always_inline u64 reg(struct pt_regs *ctx, u8 source)
+{
+	switch (source) {
+	case SRC_ARG0: return ctx->di;
+	case SRC_ARG1: return ctx->si;
+	case SRC_ARG2: return ctx->dx;
+	case SRC_ARG3: return ctx->cx;
+	case SRC_ARG4: return ctx->r8;
+	case SRC_ARG5: return ctx->r9;
+	default: return ctx->ax;
+	}
+}
+
+static __always_inline int read_value(struct pt_regs *ctx, struct value_spec *v,
+				      struct event *e, int i)
+{
+	u64 x = reg(ctx, v->source);
+
+	for (int d = 0; d < MAX_DEREF; d++) {
+		if (d >= v->nderef)
+			break;
+		if (bpf_probe_read_user(&x, sizeof(x), (void *)(x + v->deref[d])))
+			return -1;
+	}
+
+	switch (v->type) {
+	case TYPE_STRING:
+		if (bpf_probe_read_user_str(e->str, sizeof(e->str), (void *)x) < 0)
+			return -1;
+		e->values[i] = 0;
+		return 0;
+	case TYPE_VECTOR_LEN: {
+		u64 ends[2];
+		if (bpf_probe_read_user(ends, sizeof(ends), (void *)x))
+			return -1;
+		u32 elem = v->elem_size ? v->elem_size : 1;
+		e->values[i] = (ends[1] - ends[0]) / elem;
+		return 0;
+	}
+	default:
+		e->values[i] = x; // sign extension of narrow ints happens in user space
+		return 0;
+	}
+}
+
+static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
+{
+	u32 site = (u32)bpf_get_attach_cookie(ctx);
+	u32 key = site * 2 + boundary;
+	struct site_config *cfg = bpf_map_lookup_elem(&sites, &key);
+	if (!cfg)
+		return 0;
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		u32 zero = 0;
+		u64 *n = bpf_map_lookup_elem(&drops, &zero);
+		if (n)
+			(*n)++;
+		return 0;
+	}
+
+	u64 id = bpf_get_current_pid_tgid();
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->pid = id >> 32;
+	e->tid = (u32)id;
+	e->site = site;
+	e->boundary = boundary;
+	e->failed = 0;
+	e->pad = 0;
+	e->str[0] = 0;
+
+	for (int i = 0; i < MAX_VALUES; i++) {
+		e->values[i] = 0;
+		if (i >= cfg->nvalues)
+			continue;
+		if (read_value(ctx, &cfg->values[i], e, i))
+			e->failed |= 1 << i;
+	}
+
+	u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+	return 0;
+}
+
+SEC("uprobe.multi")
+int stage_entry_multi(struct pt_regs *ctx) { return emit(ctx, ENTRY); }
+
+SEC("uretprobe.multi")
+int stage_exit_multi(struct pt_regs *ctx) { return emit(ctx, EXIT); }
+
+// Single-site links, for kernels without uprobe_multi (before 6.6).
+SEC("uprobe")
+int stage_entry(struct pt_regs *ctx) { return emit(ctx, ENTRY); }
+
+SEC("uretprobe")
+int stage_exit(struct pt_regs *ctx) { return emit(ctx, EXIT); }
+
+// A program that does nothing: the baseline `make bench` compares against.
+SEC("uprobe")
+int bare(struct pt_regs *ctx) { return 0; }
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

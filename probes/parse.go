@@ -1,0 +1,330 @@
+package probes
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is a mistake in a spec, with the place it was found.
+type Error struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Load reads and checks a spec file.
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("probe spec: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse checks a spec; file names it in errors.
+func Parse(file string, data []byte) (*Spec, error) {
+	p := parser{file: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, p.yamlError(err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, &Error{File: file, Msg: "empty spec: expected a mapping with engine, match and stages"}
+	}
+	spec := p.spec(doc.Content[0])
+	if p.err != nil {
+		return nil, p.err
+	}
+	spec.File = file
+	return spec, nil
+}
+
+type parser struct {
+	file string
+	err  error
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func (p *parser) yamlError(err error) error {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: p.file, Line: line, Msg: "invalid YAML: " + m[2]}
+	}
+	return &Error{File: p.file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
+// fail records the first error only: later ones are usually its echoes.
+func (p *parser) fail(n *yaml.Node, format string, args ...any) {
+	if p.err == nil {
+		p.err = &Error{File: p.file, Line: n.Line, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+// fields walks a mapping node, rejecting keys not in allowed.
+func (p *parser) fields(n *yaml.Node, what string, allowed ...string) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, "%s: expected a mapping with keys %s", what, strings.Join(allowed, ", "))
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !contains(allowed, k.Value) {
+			p.fail(k, "%s: unknown key %q (expected one of %s)", what, k.Value, strings.Join(allowed, ", "))
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			p.fail(k, "%s: key %q given twice", what, k.Value)
+		}
+		out[k.Value] = v
+	}
+	return out
+}
+
+func (p *parser) str(n *yaml.Node, what string) string {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.fail(n, "%s: expected a string", what)
+		return ""
+	}
+	return n.Value
+}
+
+// strs accepts a single string or a list of strings.
+func (p *parser) strs(n *yaml.Node, what string) []string {
+	if n.Kind == yaml.ScalarNode {
+		if s := p.str(n, what); s != "" {
+			return []string{s}
+		}
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.fail(n, "%s: expected a string or a list of strings", what)
+		return nil
+	}
+	var out []string
+	for _, c := range n.Content {
+		out = append(out, p.str(c, what))
+	}
+	return out
+}
+
+func (p *parser) int(n *yaml.Node, what string) int64 {
+	x, err := strconv.ParseInt(n.Value, 0, 64)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		p.fail(n, "%s: expected an integer, got %q", what, n.Value)
+	}
+	return x
+}
+
+func (p *parser) spec(n *yaml.Node) *Spec {
+	f := p.fields(n, "spec", "engine", "description", "match", "stages")
+	s := &Spec{Stages: map[string]*Stage{}}
+	if e, ok := f["engine"]; ok {
+		s.Engine = p.str(e, "engine")
+	} else {
+		p.fail(n, "spec: missing engine (the name used with --engine)")
+	}
+	if d, ok := f["description"]; ok {
+		s.Description = p.str(d, "description")
+	}
+	if m, ok := f["match"]; ok {
+		mf := p.fields(m, "match", "exe", "cmdline", "library")
+		for key, dst := range map[string]*[]string{"exe": &s.Match.Exe, "cmdline": &s.Match.Cmdline, "library": &s.Match.Library} {
+			if v, ok := mf[key]; ok {
+				*dst = p.strs(v, "match."+key)
+			}
+		}
+	}
+	st, ok := f["stages"]
+	if !ok {
+		p.fail(n, "spec: missing stages (draft, verify, accept, draft_extend)")
+		return s
+	}
+	sf := p.fields(st, "stages", StageNames...)
+	for _, name := range StageNames {
+		if v, ok := sf[name]; ok {
+			s.Stages[name] = p.stage(name, v)
+		}
+	}
+	if _, ok := sf[Verify]; !ok && p.err == nil {
+		p.fail(st, "stages: missing verify (every spec needs the verify stage)")
+	}
+	return s
+}
+
+func (p *parser) stage(name string, n *yaml.Node) *Stage {
+	what := "stages." + name
+	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values")
+	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
+	if b, ok := f["binary"]; ok {
+		s.Binary = p.strs(b, what+".binary")
+	} else {
+		p.fail(n, "%s: missing binary (the file that holds the symbol, as the process maps it)", what)
+	}
+	if sym, ok := f["symbol"]; ok {
+		s.Symbol = p.str(sym, what+".symbol")
+	} else {
+		p.fail(n, "%s: missing symbol", what)
+	}
+	s.Scope = ScopeRequest
+	if sc, ok := f["scope"]; ok {
+		s.Scope = Scope(p.str(sc, what+".scope"))
+		if s.Scope != ScopeRequest && s.Scope != ScopeBatch {
+			p.fail(sc, "%s.scope: expected request or batch, got %q", what, sc.Value)
+		}
+	}
+	if r, ok := f["request_id"]; ok {
+		s.RequestID = p.value(r, what+".request_id")
+	}
+	if s.Scope == ScopeRequest && s.RequestID == nil {
+		p.fail(n, "%s: scope request needs request_id (or use scope: batch)", what)
+	}
+	if s.Scope == ScopeBatch && s.RequestID != nil {
+		p.fail(f["request_id"], "%s: a batch stage has no single request_id (use scope: request)", what)
+	}
+	if name == Accept && s.Scope != ScopeRequest {
+		p.fail(n, "%s: the accept stage must have scope request", what)
+	}
+	if vals, ok := f["values"]; ok {
+		if vals.Kind != yaml.MappingNode {
+			p.fail(vals, "%s.values: expected a mapping of attribute name to value", what)
+		}
+		for i := 0; i+1 < len(vals.Content); i += 2 {
+			k := vals.Content[i]
+			if !validName.MatchString(k.Value) {
+				p.fail(k, "%s.values: %q is not a valid attribute name (letters, digits, _ and .)", what, k.Value)
+			}
+			s.Values[k.Value] = p.value(vals.Content[i+1], what+".values."+k.Value)
+		}
+	}
+	p.checkLimits(s, n, what)
+	return s
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+
+func (p *parser) checkLimits(s *Stage, n *yaml.Node, what string) {
+	if p.err != nil {
+		return
+	}
+	for b, vals := range s.Boundaries() {
+		strings := 0
+		for _, v := range vals {
+			if v.Value.Type == TypeString {
+				strings++
+			}
+		}
+		if len(vals) > MaxValues {
+			p.fail(n, "%s: %d values read at %s, at most %d", what, len(vals), Boundary(b), MaxValues)
+		}
+		if strings > 1 {
+			p.fail(n, "%s: %d string values read at %s, at most 1", what, strings, Boundary(b))
+		}
+	}
+}
+
+func (p *parser) value(n *yaml.Node, what string) *Value {
+	f := p.fields(n, what, "at", "from", "deref", "type", "size", "elem_size", "add")
+	v := &Value{Line: n.Line, Size: 8, ElemSize: 4}
+	if at, ok := f["at"]; ok {
+		switch p.str(at, what+".at") {
+		case "entry":
+			v.At = Entry
+		case "exit":
+			v.At = Exit
+		default:
+			p.fail(at, "%s.at: expected entry or exit, got %q", what, at.Value)
+		}
+	} else {
+		p.fail(n, "%s: missing at (entry or exit)", what)
+	}
+	if from, ok := f["from"]; ok {
+		v.From = p.source(from, what+".from")
+	} else {
+		p.fail(n, "%s: missing from (arg0..arg5 or ret)", what)
+	}
+	if v.From == SourceRet && v.At == Entry {
+		p.fail(f["from"], "%s: the return value can only be read at exit", what)
+	}
+	if d, ok := f["deref"]; ok {
+		if d.Kind != yaml.SequenceNode || len(d.Content) > MaxDeref {
+			p.fail(d, "%s.deref: expected a list of at most %d byte offsets", what, MaxDeref)
+		}
+		for _, c := range d.Content {
+			v.Deref = append(v.Deref, p.int(c, what+".deref"))
+		}
+	}
+	if t, ok := f["type"]; ok {
+		typ, known := typeNames[t.Value]
+		if !known {
+			p.fail(t, "%s.type: expected int, string or vector_len, got %q", what, t.Value)
+		}
+		v.Type = typ
+	}
+	if sz, ok := f["size"]; ok {
+		v.Size = int(p.int(sz, what+".size"))
+		if v.Size != 1 && v.Size != 2 && v.Size != 4 && v.Size != 8 {
+			p.fail(sz, "%s.size: expected 1, 2, 4 or 8 bytes, got %d", what, v.Size)
+		}
+		if v.Type != TypeInt {
+			p.fail(sz, "%s.size: only an int has a size", what)
+		}
+	}
+	if es, ok := f["elem_size"]; ok {
+		v.ElemSize = int(p.int(es, what+".elem_size"))
+		if v.ElemSize < 1 || v.ElemSize > 1<<20 {
+			p.fail(es, "%s.elem_size: expected a positive byte count, got %d", what, v.ElemSize)
+		}
+		if v.Type != TypeVectorLen {
+			p.fail(es, "%s.elem_size: only a vector_len has an elem_size", what)
+		}
+	}
+	if a, ok := f["add"]; ok {
+		v.Add = p.int(a, what+".add")
+	}
+	return v
+}
+
+func (p *parser) source(n *yaml.Node, what string) Source {
+	s := p.str(n, what)
+	if s == "ret" {
+		return SourceRet
+	}
+	if len(s) == 4 && strings.HasPrefix(s, "arg") && s[3] >= '0' && s[3] <= '5' {
+		return Source(s[3] - '0')
+	}
+	p.fail(n, "%s: expected arg0..arg5 or ret, got %q", what, s)
+	return 0
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,144 @@
+// Package probes holds the probe-spec format and the catalog of specs that ship
+// with specprobe. A spec is data: where an engine's stages live and what to read
+// there (docs/probe-spec.md). Nothing here touches the kernel.
+package probes
+
+import "fmt"
+
+// Stage names, in the order a decode step runs them.
+const (
+	Draft       = "draft"
+	Verify      = "verify"
+	Accept      = "accept"
+	DraftExtend = "draft_extend"
+)
+
+// StageNames lists every stage a spec may describe.
+var StageNames = []string{Draft, Verify, Accept, DraftExtend}
+
+// Spec describes one engine.
+type Spec struct {
+	Engine      string
+	Description string
+	Match       Match
+	Stages      map[string]*Stage
+	File        string // where the spec came from, for messages
+}
+
+// Match says how to recognise a process of this engine; any entry matching is enough.
+type Match struct {
+	Exe     []string
+	Cmdline []string
+	Library []string
+}
+
+// Scope says which requests one call of a stage serves.
+type Scope string
+
+const (
+	ScopeRequest Scope = "request"
+	ScopeBatch   Scope = "batch"
+)
+
+// Stage is one probed function.
+type Stage struct {
+	Name      string
+	Binary    []string
+	Symbol    string
+	Scope     Scope
+	RequestID *Value
+	Values    map[string]*Value
+	Line      int
+}
+
+// Boundary is the moment of a call at which a value is read.
+type Boundary uint8
+
+const (
+	Entry Boundary = 0
+	Exit  Boundary = 1
+)
+
+func (b Boundary) String() string {
+	if b == Exit {
+		return "exit"
+	}
+	return "entry"
+}
+
+// Source is the register a value starts from: argument 0-5 or the return value.
+type Source uint8
+
+const SourceRet Source = 6
+
+func (s Source) String() string {
+	if s == SourceRet {
+		return "ret"
+	}
+	return fmt.Sprintf("arg%d", s)
+}
+
+// ValueType says how the final address or integer is interpreted.
+type ValueType uint8
+
+const (
+	TypeInt ValueType = iota
+	TypeString
+	TypeVectorLen
+)
+
+var typeNames = map[string]ValueType{"int": TypeInt, "string": TypeString, "vector_len": TypeVectorLen}
+
+// Value is one thing read at a stage boundary.
+type Value struct {
+	At       Boundary
+	From     Source
+	Deref    []int64
+	Type     ValueType
+	Size     int // bytes, for TypeInt
+	ElemSize int // for TypeVectorLen
+	Add      int64
+	Line     int
+}
+
+// Limits shared with the BPF program (bpf/stage.c).
+const (
+	MaxValues = 4
+	MaxDeref  = 3
+)
+
+// Convert turns the raw 64-bit word the BPF program read into the value's integer.
+func (v *Value) Convert(raw uint64) int64 {
+	var x int64
+	switch {
+	case v.Type != TypeInt || v.Size == 8:
+		x = int64(raw)
+	case v.Size == 4:
+		x = int64(int32(raw))
+	case v.Size == 2:
+		x = int64(int16(raw))
+	default:
+		x = int64(int8(raw))
+	}
+	return x + v.Add
+}
+
+// Boundaries returns, for entry and exit, the named values the probe must read
+// there in a fixed order; the request id is named "" .
+func (s *Stage) Boundaries() [2][]Named {
+	var out [2][]Named
+	if s.RequestID != nil {
+		out[s.RequestID.At] = append(out[s.RequestID.At], Named{"", s.RequestID})
+	}
+	for _, name := range sortedKeys(s.Values) {
+		v := s.Values[name]
+		out[v.At] = append(out[v.At], Named{name, v})
+	}
+	return out
+}
+
+// Named pairs a value with its attribute name.
+type Named struct {
+	Name  string
+	Value *Value
+}
