@@ -152,7 +152,7 @@ static void *worker(void *arg) {
 
     int n = 0;
     for (;;) {
-        // Keep the batch full. batch[n..] point at free slots (finished requests are swapped there).
+        // Keep the batch full: batch[n..] point at free slots (see the compaction below).
         while (n < opt.batch) {
             int id = claim_request();
             if (!id) break;
@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
     sigaddset(&set, SIGUSR1); sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     pthread_t sig_tid;
-    pthread_create(&sig_tid, NULL, signal_thread, &set);
+    if (pthread_create(&sig_tid, NULL, signal_thread, &set) != 0) { perror("pthread_create"); return 1; }
 
     struct worker_arg *wa = calloc((size_t)opt.threads, sizeof *wa);
     pthread_t *tids = calloc((size_t)opt.threads, sizeof *tids);

@@ -73,10 +73,11 @@ func (p *QueueProcessor) Stats() (exported, dropped, failed uint64) {
 func (p *QueueProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
 func (p *QueueProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
-	if p.stopped.Load() || !s.SpanContext().IsSampled() {
-		if p.stopped.Load() {
-			p.dropped.Add(1)
-		}
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	if p.stopped.Load() {
+		p.dropped.Add(1)
 		return
 	}
 	select {
@@ -143,6 +144,14 @@ func (p *QueueProcessor) run() {
 	defer t.Stop()
 	batch := make([]sdktrace.ReadOnlySpan, 0, p.batchSize)
 	for {
+		// Checked first because select picks randomly among ready cases,
+		// and after an aborted shutdown the queue may still look busy.
+		select {
+		case <-p.stop:
+			p.dropped.Add(uint64(len(batch)))
+			return
+		default:
+		}
 		select {
 		case s := <-p.queue:
 			batch = append(batch, s)

@@ -1,0 +1,255 @@
+// Package spanbuilder turns stage boundaries (entry and exit of probed
+// functions, per thread) into per-request decode steps. It is pure Go: events
+// come from the loader or from a test, finished steps go to a Sink.
+package spanbuilder
+
+import (
+	"slices"
+	"time"
+)
+
+// Stage names and the order a decode step runs them in; a call of an earlier
+// stage than the thread's last one starts a new step.
+var stageOrder = map[string]int{"draft": 0, "verify": 1, "accept": 2, "draft_extend": 3}
+
+// Site describes one probed function, as the loader armed it.
+type Site struct {
+	Stage string
+	Batch bool // serves every request named in the same step
+}
+
+// Value is one named integer read at a stage boundary.
+type Value struct {
+	Name string
+	V    int64
+}
+
+// Event is one boundary of one call.
+type Event struct {
+	BootNs    uint64
+	PID, TID  uint32
+	Site      int
+	Exit      bool
+	RequestID string // empty when the boundary reads none
+	Values    [4]Value
+	NValues   int
+}
+
+// Call is one finished (or abandoned) stage call.
+type Call struct {
+	Stage      string
+	PID, TID   uint32
+	Start, End time.Time
+	RequestID  string
+	Values     []Value
+	Err        string
+	batch      bool
+}
+
+// Step is what one request went through in one decode step of one thread.
+type Step struct {
+	RequestID  string
+	PID, TID   uint32
+	Start, End time.Time
+	Calls      []Call // draft, verify, draft_extend, in time order; accept values are on the verify
+}
+
+// Sink receives finished steps, in order per thread.
+type Sink interface {
+	Step(Step)
+}
+
+// Builder pairs entries with exits per thread and groups calls into steps.
+type Builder struct {
+	sites   []Site
+	clock   Clock
+	sink    Sink
+	threads map[uint32]*thread
+	Stats   Stats
+}
+
+type openCall struct {
+	site      int
+	start     uint64
+	requestID string
+	values    []Value
+}
+
+type thread struct {
+	pid     uint32
+	open    []openCall
+	step    []Call
+	lastOrd int
+}
+
+// New returns a Builder for the given sites; clock converts boot time to wall time.
+func New(sites []Site, clock Clock, sink Sink) *Builder {
+	return &Builder{sites: sites, clock: clock, sink: sink, threads: map[uint32]*thread{}}
+}
+
+// Add takes one event. Events of one thread must come in the order they happened.
+func (b *Builder) Add(e *Event) {
+	b.Stats.Events++
+	t := b.threads[e.TID]
+	if t == nil {
+		t = &thread{pid: e.PID, lastOrd: -1}
+		b.threads[e.TID] = t
+	}
+	if !e.Exit {
+		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: copyValues(e)})
+		return
+	}
+	// Find the matching entry; calls above it lost their exit (a dropped event
+	// or a longjmp) and are closed with an error rather than left to leak.
+	i := len(t.open) - 1
+	for i >= 0 && t.open[i].site != e.Site {
+		i--
+	}
+	if i < 0 {
+		b.Stats.UnmatchedExits++
+		return
+	}
+	for j := len(t.open) - 1; j > i; j-- {
+		b.finish(e.TID, t, t.open[j], e.BootNs, "stage exit was not seen")
+	}
+	oc := t.open[i]
+	t.open = t.open[:i]
+	if e.RequestID != "" {
+		oc.requestID = e.RequestID
+	}
+	oc.values = append(oc.values, copyValues(e)...)
+	b.finish(e.TID, t, oc, e.BootNs, "")
+}
+
+func copyValues(e *Event) []Value {
+	if e.NValues == 0 {
+		return nil
+	}
+	return slices.Clone(e.Values[:e.NValues])
+}
+
+func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
+	site := b.sites[oc.site]
+	ord := stageOrder[site.Stage]
+	if ord < t.lastOrd {
+		b.flushStep(tid, t)
+	}
+	t.lastOrd = ord
+	c := Call{
+		Stage: site.Stage, PID: t.pid, TID: tid,
+		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end),
+		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch,
+	}
+	b.Stats.observe(&c)
+	t.step = append(t.step, c)
+}
+
+// flushStep hands the thread's current step to the sink, once per request it served.
+func (b *Builder) flushStep(tid uint32, t *thread) {
+	calls := t.step
+	t.step = nil
+	t.lastOrd = -1
+	if len(calls) == 0 {
+		return
+	}
+	var rids []string
+	for _, c := range calls {
+		if !c.batch && c.RequestID != "" && !slices.Contains(rids, c.RequestID) {
+			rids = append(rids, c.RequestID)
+		}
+	}
+	if len(rids) == 0 {
+		b.Stats.UnattributedCalls += uint64(len(calls))
+		return
+	}
+	b.Stats.Steps++
+	for _, rid := range rids {
+		b.sink.Step(stepFor(rid, t.pid, tid, calls))
+	}
+}
+
+// stepFor selects the calls that served rid, and moves each accept's values
+// onto the verify it followed.
+func stepFor(rid string, pid, tid uint32, calls []Call) Step {
+	s := Step{RequestID: rid, PID: pid, TID: tid}
+	lastVerify := -1
+	for _, c := range calls {
+		if !c.batch && c.RequestID != rid {
+			continue
+		}
+		if c.Stage == "accept" {
+			if lastVerify >= 0 {
+				v := &s.Calls[lastVerify]
+				v.Values = append(slices.Clone(v.Values), c.Values...)
+				if v.Err == "" {
+					v.Err = c.Err
+				}
+			}
+			continue
+		}
+		c.RequestID = rid
+		if c.Stage == "verify" {
+			lastVerify = len(s.Calls)
+		}
+		s.Calls = append(s.Calls, c)
+	}
+	if len(s.Calls) > 0 {
+		s.Start, s.End = s.Calls[0].Start, s.Calls[0].End
+		for _, c := range s.Calls[1:] {
+			s.Start = minTime(s.Start, c.Start)
+			s.End = maxTime(s.End, c.End)
+		}
+	}
+	return s
+}
+
+// ThreadGone closes what a thread left open (it died mid-stage) and flushes its step.
+func (b *Builder) ThreadGone(tid uint32, at uint64, why string) {
+	t := b.threads[tid]
+	if t == nil {
+		return
+	}
+	for j := len(t.open) - 1; j >= 0; j-- {
+		b.finish(tid, t, t.open[j], at, why)
+	}
+	t.open = nil
+	b.flushStep(tid, t)
+	delete(b.threads, tid)
+}
+
+// Flush ends everything: open calls get an error status saying why.
+func (b *Builder) Flush(at uint64, why string) {
+	tids := make([]uint32, 0, len(b.threads))
+	for tid := range b.threads {
+		tids = append(tids, tid)
+	}
+	slices.Sort(tids)
+	for _, tid := range tids {
+		b.ThreadGone(tid, at, why)
+	}
+}
+
+// OpenThreads lists threads with a call in progress, for liveness checks.
+func (b *Builder) OpenThreads() []uint32 {
+	var out []uint32
+	for tid, t := range b.threads {
+		if len(t.open) > 0 {
+			out = append(out, tid)
+		}
+	}
+	return out
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
