@@ -1,3 +1,5 @@
+//go:build ignore
+
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 // Generic entry and exit programs for every probed stage. The site index comes
 // from the BPF cookie, so one pair of programs serves every engine: what to

@@ -1,0 +1,198 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/probes"
+)
+
+// Options tune how probes are armed.
+type Options struct {
+	SkipEndbr   bool // probe after a leading endbr64 (default in the CLI)
+	RingBytes   uint32
+	WakeupBytes uint64
+	NoMulti     bool // one perf-event link per site even where uprobe_multi exists
+}
+
+// Session is a set of armed probes on one process.
+type Session struct {
+	PID     int
+	Targets []Target
+	Multi   bool
+	objs    bpf.StageObjects
+	links   []link.Link
+	reader  *ringbuf.Reader
+	closed  bool
+	values  [][2][]probes.Named // per site and boundary, in the order BPF reads them
+	Stats   ReadStats
+}
+
+// Attach arms entry and exit probes on every target, restricted to pid.
+func Attach(pid int, targets []Target, opts Options) (*Session, error) {
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
+	}
+	spec, err := bpf.LoadStage()
+	if err != nil {
+		return nil, err
+	}
+	if opts.RingBytes > 0 {
+		spec.Maps["events"].MaxEntries = opts.RingBytes
+	}
+	if opts.WakeupBytes > 0 {
+		if err := spec.Variables["wakeup_bytes"].Set(opts.WakeupBytes); err != nil {
+			return nil, err
+		}
+	}
+	s := &Session{PID: pid, Targets: targets}
+	for _, t := range targets {
+		s.values = append(s.values, t.Stage.Boundaries())
+	}
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		return nil, explainLoadError(err)
+	}
+	if err := s.configure(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.Multi = !opts.NoMulti && features.HaveBPFLinkUprobeMulti() == nil
+	if err := s.arm(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.reader, err = ringbuf.NewReader(s.objs.Events)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func explainLoadError(err error) error {
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("this kernel lacks a BPF feature specprobe needs (BTF, ring buffers, kernel 5.15+): %w", err)
+	}
+	if strings.Contains(err.Error(), "operation not permitted") {
+		return fmt.Errorf("loading BPF programs was refused: run as root or grant CAP_BPF and CAP_PERFMON: %w", err)
+	}
+	return fmt.Errorf("loading BPF programs: %w", err)
+}
+
+// configure writes, for each site and boundary, what the BPF program reads.
+func (s *Session) configure() error {
+	for i, t := range s.Targets {
+		for b, vals := range t.Stage.Boundaries() {
+			var cfg bpf.StageSiteConfig
+			cfg.Nvalues = uint32(len(vals))
+			for j, nv := range vals {
+				v := nv.Value
+				spec := &cfg.Values[j]
+				spec.Source = uint8(v.From)
+				spec.Type = uint8(v.Type)
+				spec.Size = uint8(v.Size)
+				spec.ElemSize = uint32(v.ElemSize)
+				spec.Nderef = uint8(len(v.Deref))
+				copy(spec.Deref[:], v.Deref)
+			}
+			if err := s.objs.Sites.Put(uint32(i*2+b), &cfg); err != nil {
+				return fmt.Errorf("configuring site %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// arm attaches one uprobe_multi link per file and direction where the kernel
+// has them (they detach in one step), else one perf-event link per site.
+func (s *Session) arm() error {
+	byFile := map[string][]int{}
+	var files []string
+	for i, t := range s.Targets {
+		if _, ok := byFile[t.File.Open]; !ok {
+			files = append(files, t.File.Open)
+		}
+		byFile[t.File.Open] = append(byFile[t.File.Open], i)
+	}
+	for _, path := range files {
+		ex, err := link.OpenExecutable(path)
+		if err != nil {
+			return err
+		}
+		idx := byFile[path]
+		if s.Multi {
+			opts := &link.UprobeMultiOptions{PID: uint32(s.PID)}
+			for _, i := range idx {
+				opts.Addresses = append(opts.Addresses, s.Targets[i].Offset)
+				opts.Cookies = append(opts.Cookies, uint64(i))
+			}
+			if err := s.add(ex.UprobeMulti(nil, s.objs.StageEntryMulti, opts)); err != nil {
+				return fmt.Errorf("attaching entry probes to %s: %w", path, err)
+			}
+			if err := s.add(ex.UretprobeMulti(nil, s.objs.StageExitMulti, opts)); err != nil {
+				return fmt.Errorf("attaching exit probes to %s: %w", path, err)
+			}
+			continue
+		}
+		for _, i := range idx {
+			t := s.Targets[i]
+			opts := &link.UprobeOptions{Address: t.Offset, PID: s.PID, Cookie: uint64(i)}
+			if err := s.add(ex.Uprobe(t.Symbol.Name, s.objs.StageEntry, opts)); err != nil {
+				return fmt.Errorf("attaching the entry probe of %s: %w", t.Symbol.Demangled, err)
+			}
+			if err := s.add(ex.Uretprobe(t.Symbol.Name, s.objs.StageExit, opts)); err != nil {
+				return fmt.Errorf("attaching the exit probe of %s: %w", t.Symbol.Demangled, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Session) add(l link.Link, err error) error {
+	if err != nil {
+		return err
+	}
+	s.links = append(s.links, l)
+	return nil
+}
+
+// Drops counts events the BPF side could not queue because the ring was full.
+func (s *Session) Drops() uint64 {
+	var per []uint64
+	if err := s.objs.Drops.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, x := range per {
+		n += x
+	}
+	return n
+}
+
+// Close detaches every probe and frees the programs and maps. Safe to call twice.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	errs = append(errs, s.objs.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,140 @@
+package loader
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+// Layout of struct event in bpf/stage.c.
+const (
+	eventSize = 88
+	offValues = 24
+	offStr    = 56
+)
+
+// ReadStats counts what the reader saw beyond the events themselves.
+type ReadStats struct {
+	Events      uint64
+	ReadFailed  uint64 // values the BPF program could not read (bad pointer in the spec?)
+	UnknownSite uint64
+}
+
+// Run reads events in the order the probes fired and hands each to handle,
+// calling tick every interval. The BPF side wakes the reader only in batches,
+// so a timed drain picks up the rest. It returns when stop closes (exited
+// false) or when the target process is gone (exited true), after draining
+// everything that was queued.
+func (s *Session) Run(stop <-chan struct{}, interval time.Duration, handle func(*spanbuilder.Event), tick func()) (exited bool, err error) {
+	pidfd, err := unix.PidfdOpen(s.PID, 0)
+	if err != nil {
+		return true, nil // already gone
+	}
+	defer unix.Close(pidfd)
+	var rec ringbuf.Record
+	var ev spanbuilder.Event
+	next := time.Now().Add(interval)
+	for {
+		s.reader.SetDeadline(next)
+		err := s.reader.ReadInto(&rec)
+		switch {
+		case err == nil:
+			if s.decode(rec.RawSample, &ev) {
+				handle(&ev)
+			}
+			continue
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return false, err
+		}
+		next = time.Now().Add(interval)
+		tick()
+		if processGone(pidfd) {
+			s.drain(&rec, &ev, handle)
+			return true, nil
+		}
+		select {
+		case <-stop:
+			s.drain(&rec, &ev, handle)
+			return false, nil
+		default:
+		}
+	}
+}
+
+func (s *Session) drain(rec *ringbuf.Record, ev *spanbuilder.Event, handle func(*spanbuilder.Event)) {
+	s.reader.SetDeadline(time.Now())
+	for s.reader.ReadInto(rec) == nil {
+		if s.decode(rec.RawSample, ev) {
+			handle(ev)
+		}
+	}
+}
+
+func processGone(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+func (s *Session) decode(raw []byte, ev *spanbuilder.Event) bool {
+	if len(raw) < eventSize {
+		return false
+	}
+	s.Stats.Events++
+	site := binary.LittleEndian.Uint32(raw[16:])
+	if int(site) >= len(s.Targets) {
+		s.Stats.UnknownSite++
+		return false
+	}
+	b := probes.Boundary(raw[20])
+	failed := raw[21]
+	*ev = spanbuilder.Event{
+		BootNs: binary.LittleEndian.Uint64(raw[0:]),
+		PID:    binary.LittleEndian.Uint32(raw[8:]),
+		TID:    binary.LittleEndian.Uint32(raw[12:]),
+		Site:   int(site),
+		Exit:   b == probes.Exit,
+	}
+	for i, nv := range s.values[site][b&1] {
+		if failed&(1<<i) != 0 {
+			s.Stats.ReadFailed++
+			continue
+		}
+		raw64 := binary.LittleEndian.Uint64(raw[offValues+8*i:])
+		if nv.Name == "" {
+			ev.RequestID = requestID(nv.Value, raw64, raw[offStr:eventSize])
+			continue
+		}
+		ev.Values[ev.NValues] = spanbuilder.Value{Name: nv.Name, V: nv.Value.Convert(raw64)}
+		ev.NValues++
+	}
+	return true
+}
+
+func requestID(v *probes.Value, raw uint64, str []byte) string {
+	if v.Type == probes.TypeString {
+		n := 0
+		for n < len(str) && str[n] != 0 {
+			n++
+		}
+		return string(str[:n])
+	}
+	return strconv.FormatInt(v.Convert(raw), 10)
+}
+
+// Sites describes the armed sites for the span builder, in cookie order.
+func (s *Session) Sites() []spanbuilder.Site {
+	out := make([]spanbuilder.Site, len(s.Targets))
+	for i, t := range s.Targets {
+		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch}
+	}
+	return out
+}

@@ -1,0 +1,193 @@
+package loader
+
+import (
+	"debug/elf"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+)
+
+// Symbol is a function found in a file, with where to put a uprobe on it.
+type Symbol struct {
+	Name      string // as in the symbol table
+	Demangled string
+	Offset    uint64 // file offset of the first instruction
+	Size      uint64
+}
+
+// funcs reads the defined functions of an ELF file from .symtab and .dynsym.
+func funcs(f *elf.File) []elf.Symbol {
+	var all []elf.Symbol
+	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
+		syms, _ := read() // a stripped table is not an error: the other may have it
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
+				all = append(all, s)
+			}
+		}
+	}
+	return all
+}
+
+// fileOffset converts a symbol's virtual address to an offset in the file,
+// which is what the kernel's uprobe API takes.
+func fileOffset(f *elf.File, vaddr uint64) (uint64, bool) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off, true
+		}
+	}
+	return 0, false
+}
+
+// matches tells whether a symbol is the one a spec names: exactly, by its full
+// demangled signature, or by its demangled name without parameters.
+func matches(want string, s elf.Symbol) (demangled string, ok bool) {
+	if s.Name == want {
+		return demangle.Filter(s.Name), true
+	}
+	if !strings.HasPrefix(s.Name, "_Z") {
+		return "", false
+	}
+	full := demangle.Filter(s.Name)
+	if strings.Contains(want, "(") {
+		return full, normalize(full) == normalize(want)
+	}
+	short, err := demangle.ToString(s.Name, demangle.NoParams)
+	return full, err == nil && short == want
+}
+
+func normalize(sig string) string {
+	return strings.ReplaceAll(sig, " ", "")
+}
+
+// FindSymbol looks a function up in one ELF file. Several different functions
+// matching (overloads) is an error that lists them.
+func FindSymbol(path, want string) (*Symbol, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var found []*Symbol
+	for _, s := range funcs(f) {
+		dem, ok := matches(want, s)
+		if !ok {
+			continue
+		}
+		off, ok := fileOffset(f, s.Value)
+		if !ok {
+			continue
+		}
+		if !containsOffset(found, off) {
+			found = append(found, &Symbol{Name: s.Name, Demangled: dem, Offset: off, Size: s.Size})
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return found[0], nil
+	}
+	var names []string
+	for _, s := range found {
+		names = append(names, fmt.Sprintf("%s (%s)", s.Demangled, s.Name))
+	}
+	return nil, fmt.Errorf("symbol %q matches %d functions in %s; give the full signature or the mangled name:\n  %s",
+		want, len(found), path, strings.Join(names, "\n  "))
+}
+
+func containsOffset(list []*Symbol, off uint64) bool {
+	for _, s := range list {
+		if s.Offset == off {
+			return true
+		}
+	}
+	return false
+}
+
+// NearNames suggests functions of a file whose names resemble want, for a
+// "symbol not found" message.
+func NearNames(path, want string, limit int) []string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	key := strings.ToLower(lastComponent(want))
+	type cand struct {
+		name string
+		dist int
+	}
+	seen := map[string]bool{}
+	var cands []cand
+	for _, s := range funcs(f) {
+		name := demangle.Filter(s.Name)
+		short := name
+		if n, err := demangle.ToString(s.Name, demangle.NoParams); err == nil {
+			short = n
+		}
+		if seen[short] {
+			continue
+		}
+		seen[short] = true
+		last := strings.ToLower(lastComponent(short))
+		d := editDistance(key, last)
+		if strings.Contains(last, key) || strings.Contains(key, last) && len(last) > 3 {
+			d = min(d, 1+abs(len(last)-len(key))/4)
+		}
+		if d <= max(len(key)/3, 2) {
+			cands = append(cands, cand{short, d})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].dist != cands[j].dist {
+			return cands[i].dist < cands[j].dist
+		}
+		return cands[i].name < cands[j].name
+	})
+	var out []string
+	for i := 0; i < len(cands) && i < limit; i++ {
+		out = append(out, cands[i].name)
+	}
+	return out
+}
+
+func lastComponent(name string) string {
+	if i := strings.Index(name, "("); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, "::"); i >= 0 {
+		name = name[i+2:]
+	}
+	return name
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
