@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -15,9 +16,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// idFields are the only bytes fields OTLP/JSON writes as hex; every other
-// bytes field (e.g. a bytesValue attribute) stays base64 as protojson emits.
-var idFields = map[string]bool{"traceId": true, "spanId": true, "parentSpanId": true}
+// idField matches the only bytes fields OTLP/JSON writes as hex; every
+// other bytes field (e.g. a bytesValue attribute) stays base64 as protojson
+// emits it. It cannot match inside a string value: there every '"' is
+// escaped, so a name like traceId is never directly followed by a quote.
+var idField = regexp.MustCompile(`"(traceId|spanId|parentSpanId)":"([^"]*)"`)
 
 // MarshalOTLPJSON encodes req the way the OpenTelemetry Collector's file
 // exporter does: protojson with integer enums, then ids re-encoded as hex.
@@ -47,53 +50,25 @@ func UnmarshalOTLPJSON(line []byte) (*collectortrace.ExportTraceServiceRequest, 
 	return req, protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(raw, req)
 }
 
-// rewriteIDs goes through a generic JSON tree rather than patching bytes so
-// that it only ever touches object keys, never attribute values that happen
-// to look like ids. Re-encoding also strips protojson's deliberately
-// unstable whitespace, keeping each request on one line.
+// rewriteIDs compacts first: protojson deliberately varies its whitespace
+// between builds, and compact output is what makes the id pattern exact
+// and keeps each request on one line. Field order stays protojson's
+// (proto declaration order), as in Collector output.
 func rewriteIDs(raw []byte, conv func(string) (string, error)) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // keep int64/double text exactly as protojson wrote it
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		return nil, err
-	}
-	if err := walkIDs(tree, conv); err != nil {
-		return nil, err
-	}
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(tree); err != nil {
+	if err := json.Compact(&buf, raw); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-func walkIDs(n any, conv func(string) (string, error)) error {
-	switch v := n.(type) {
-	case map[string]any:
-		for k, child := range v {
-			if s, ok := child.(string); ok && idFields[k] {
-				out, err := conv(s)
-				if err != nil {
-					return fmt.Errorf("otlp json %s %q: %w", k, s, err)
-				}
-				v[k] = out
-				continue
-			}
-			if err := walkIDs(child, conv); err != nil {
-				return err
-			}
+	var convErr error
+	out := idField.ReplaceAllFunc(buf.Bytes(), func(m []byte) []byte {
+		sub := idField.FindSubmatch(m)
+		v, err := conv(string(sub[2]))
+		if err != nil && convErr == nil {
+			convErr = fmt.Errorf("otlp json %s %q: %w", sub[1], sub[2], err)
 		}
-	case []any:
-		for _, child := range v {
-			if err := walkIDs(child, conv); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		return fmt.Appendf(nil, `"%s":"%s"`, sub[1], v)
+	})
+	return out, convErr
 }
 
 type otlpFile struct {

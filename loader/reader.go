@@ -57,23 +57,26 @@ func (s *Session) Run(stop <-chan struct{}, interval time.Duration, handle func(
 		next = time.Now().Add(interval)
 		tick()
 		if processGone(pidfd) {
-			s.drain(&rec, &ev, handle)
+			s.Drain(handle)
 			return true, nil
 		}
 		select {
 		case <-stop:
-			s.drain(&rec, &ev, handle)
+			s.Drain(handle)
 			return false, nil
 		default:
 		}
 	}
 }
 
-func (s *Session) drain(rec *ringbuf.Record, ev *spanbuilder.Event, handle func(*spanbuilder.Event)) {
+// Drain hands every event queued right now to handle.
+func (s *Session) Drain(handle func(*spanbuilder.Event)) {
+	var rec ringbuf.Record
+	var ev spanbuilder.Event
 	s.reader.SetDeadline(time.Now())
-	for s.reader.ReadInto(rec) == nil {
-		if s.decode(rec.RawSample, ev) {
-			handle(ev)
+	for s.reader.ReadInto(&rec) == nil {
+		if s.decode(rec.RawSample, &ev) {
+			handle(&ev)
 		}
 	}
 }

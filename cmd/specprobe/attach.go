@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
+)
+
+func attachCmd() *cobra.Command {
+	var (
+		pid       int
+		specFile  string
+		engine    string
+		exporters []string
+		output    string
+		duration  time.Duration
+		noSkip    bool
+		noMulti   bool
+		quiet     bool
+		idle      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "attach --pid PID [--engine NAME | --probes FILE] [--exporter NAME[=PATH]]...",
+		Short: "Trace a running process until Ctrl-C, --duration or its exit",
+		Example: `  sudo specprobe attach --pid 4242 --probes myengine.yaml
+  sudo specprobe attach --pid 4242 --engine llamacpp --exporter otlp-file --output spans.jsonl --duration 30s
+  sudo specprobe attach --pid 4242 --probes myengine.yaml --exporter perfetto --output trace.json
+  sudo specprobe attach --pid 4242 --exporter otlp-file=spans.jsonl --exporter perfetto=trace.json`,
+		Long: `Arms entry and exit probes on the stages a probe spec names, in PID only, and
+emits one root span "Req <id>" per request with a decode_forward span per step
+and spec_draft / spec_verify / spec_draft_extend spans under it.
+
+The spec comes from --probes FILE, from the catalog with --engine NAME, or is
+picked from the catalog by matching the process (specprobe probes list).
+
+Exporters (--exporter, repeatable):
+  otlp        OTLP to a collector; protocol, endpoint and headers from the
+              standard OTEL_EXPORTER_OTLP_* variables (default grpc, localhost:4317)
+  otlp-grpc   OTLP over gRPC          otlp-http   OTLP over HTTP/protobuf
+  otlp-file   OTLP JSON lines, one ExportTraceServiceRequest per line (the
+              Collector file exporter's format)
+  perfetto    Chrome/Perfetto trace JSON, one track per thread (ui.perfetto.dev)
+  console     one line per stage span on stdout
+File exporters write to NAME=PATH or --output. Without --exporter, spans go to
+OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set.
+
+specprobe detaches completely on Ctrl-C, SIGTERM, --duration expiry or the
+target's exit; a stage in progress then ends with an error status.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if pid == 0 {
+				return fmt.Errorf("--pid is required")
+			}
+			if err := loader.CheckPID(pid); err != nil {
+				return err
+			}
+			spec, err := chooseSpec(pid, specFile, engine)
+			if err != nil {
+				return err
+			}
+			exps, closeFiles, err := buildExporters(cmd.Context(), exporters, output)
+			if err != nil {
+				return err
+			}
+			defer closeFiles()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			cfg := tracer.Config{
+				PID: pid, Spec: spec, SkipEndbr: !noSkip, NoMulti: noMulti, Duration: duration,
+				Exporters: exps, Log: os.Stderr, RequestIdle: idle,
+			}
+			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+				cfg.Live = os.Stderr
+			}
+			_, err = tracer.Run(ctx, cfg)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&pid, "pid", "p", 0, "process to trace")
+	f.StringVar(&specFile, "probes", "", "probe spec file (see docs/probe-spec.md)")
+	f.StringVar(&engine, "engine", "", "catalog spec to use (specprobe probes list)")
+	f.StringArrayVar(&exporters, "exporter", nil, "where spans go: otlp, otlp-grpc, otlp-http, otlp-file, perfetto, console; NAME=PATH for files (repeatable)")
+	f.StringVarP(&output, "output", "o", "", "output file of the file exporter (otlp-file, perfetto)")
+	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
+	f.BoolVar(&noSkip, "no-endbr-skip", false, "probe a leading endbr64 itself instead of the next instruction (slower; for comparison)")
+	f.BoolVar(&noMulti, "no-uprobe-multi", false, "attach one perf-event uprobe per site even where uprobe_multi exists")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no live summary line")
+	f.DurationVar(&idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
+	return cmd
+}
+
+// chooseSpec loads --probes, or --engine from the catalog, or finds the catalog
+// spec that matches the process.
+func chooseSpec(pid int, file, engine string) (*probes.Spec, error) {
+	switch {
+	case file != "" && engine != "":
+		return nil, fmt.Errorf("give --probes or --engine, not both")
+	case file != "":
+		return probes.Load(file)
+	case engine != "":
+		return probes.Lookup(engine)
+	}
+	specs, err := probes.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	var libs []string
+	if maps, err := loader.Mappings(pid); err == nil {
+		for _, m := range maps {
+			libs = append(libs, m.Path)
+		}
+	}
+	if s := probes.Detect(specs, loader.Exe(pid), loader.Cmdline(pid), libs); s != nil {
+		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s\n", s.Engine)
+		return s, nil
+	}
+	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))
+}

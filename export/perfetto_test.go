@@ -1,0 +1,131 @@
+package export_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/specprobe/specprobe/export"
+)
+
+type chromeEvent struct {
+	Name string          `json:"name"`
+	Cat  string          `json:"cat"`
+	Ph   string          `json:"ph"`
+	Ts   json.Number     `json:"ts"`
+	Dur  json.Number     `json:"dur"`
+	Pid  int64           `json:"pid"`
+	Tid  int64           `json:"tid"`
+	ID   string          `json:"id"`
+	Args json.RawMessage `json:"args"`
+}
+
+func TestPerfetto(t *testing.T) {
+	spans := recordContract(t)
+	w := &bufCloser{}
+	exp := export.NewPerfetto(w)
+	ctx := context.Background()
+	// Two calls: dedup must work across export batches too.
+	if err := exp.ExportSpans(ctx, spans[:5]); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.ExportSpans(ctx, spans[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.data) != 0 {
+		t.Fatal("nothing may be written before Shutdown")
+	}
+	if err := exp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !w.closed {
+		t.Error("writer not closed")
+	}
+	if err := exp.ExportSpans(ctx, spans); err == nil {
+		t.Error("ExportSpans after Shutdown should fail")
+	}
+
+	var doc struct {
+		TraceEvents     []chromeEvent `json:"traceEvents"`
+		DisplayTimeUnit string        `json:"displayTimeUnit"`
+	}
+	if err := json.Unmarshal(w.data, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, w.data)
+	}
+	if doc.DisplayTimeUnit != "ms" {
+		t.Errorf("displayTimeUnit = %q", doc.DisplayTimeUnit)
+	}
+
+	threads := map[int64]bool{}
+	stages := map[string][]chromeEvent{}
+	var async []chromeEvent
+	for _, e := range doc.TraceEvents {
+		if e.Pid != 4242 {
+			t.Errorf("pid = %d, want 4242 from process.pid: %+v", e.Pid, e)
+		}
+		switch e.Ph {
+		case "M":
+			if e.Name == "thread_name" {
+				threads[e.Tid] = true
+			}
+		case "X":
+			stages[e.Name] = append(stages[e.Name], e)
+		case "b", "e":
+			async = append(async, e)
+		default:
+			t.Errorf("unexpected phase %+v", e)
+		}
+	}
+	if !threads[101] || !threads[102] || len(threads) != 2 {
+		t.Errorf("thread_name metadata for %v, want 101 and 102", threads)
+	}
+	if len(stages["DRAFT"]) != 2 || len(stages["VERIFY"]) != 1 || len(stages["DRAFT_EXTEND"]) != 1 {
+		t.Fatalf("slices per stage: DRAFT %d VERIFY %d DRAFT_EXTEND %d, want 2 1 1",
+			len(stages["DRAFT"]), len(stages["VERIFY"]), len(stages["DRAFT_EXTEND"]))
+	}
+
+	v := stages["VERIFY"][0]
+	if v.Tid != 102 || v.Ts != "1700000000126456.789" || v.Dur != "2500.000" {
+		t.Errorf("verify tid/ts/dur = %d %s %s", v.Tid, v.Ts, v.Dur)
+	}
+	var vargs struct {
+		Rids    []string         `json:"rids"`
+		Correct map[string]int64 `json:"num_correct_drafts"`
+		Error   *string          `json:"error"`
+	}
+	if err := json.Unmarshal(v.Args, &vargs); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(vargs.Rids)
+	if !slices.Equal(vargs.Rids, []string{ridA, ridB}) || vargs.Correct[ridA] != 3 || vargs.Correct[ridB] != 1 || vargs.Error != nil {
+		t.Errorf("verify args = %s", v.Args)
+	}
+
+	x := stages["DRAFT_EXTEND"][0]
+	var xargs struct {
+		Rids  []string `json:"rids"`
+		Error string   `json:"error"`
+	}
+	if err := json.Unmarshal(x.Args, &xargs); err != nil {
+		t.Fatal(err)
+	}
+	if xargs.Error != "cuda oom" || len(xargs.Rids) != 2 || x.Tid != 101 {
+		t.Errorf("draft_extend = %+v args %s", x, x.Args)
+	}
+
+	// Per request: Req begin, decode_forward begin/end, Req end, one id.
+	ids := map[string][]string{}
+	for _, e := range async {
+		ids[e.ID] = append(ids[e.ID], e.Ph+":"+e.Name)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("async tracks = %v, want 2", ids)
+	}
+	for id, seq := range ids {
+		if len(seq) != 4 || seq[0] != "b:"+seq[3][2:] || seq[1] != "b:decode_forward" ||
+			seq[2] != "e:decode_forward" || seq[3][:6] != "e:Req " {
+			t.Errorf("track %s = %v", id, seq)
+		}
+	}
+}

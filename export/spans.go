@@ -1,0 +1,109 @@
+package export
+
+import (
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Attribute keys and names of the span contract (docs/probe-spec.md).
+// They are repeated here rather than imported so that export depends on
+// nothing but the contract itself.
+const (
+	attrRID        = "rid"
+	attrThreadID   = "thread.id"
+	attrStage      = "specprobe.stage"
+	attrCorrect    = "num_correct_drafts"
+	attrModule     = "module"
+	moduleRequest  = "specprobe::request"
+	spanDecodeStep = "decode_forward"
+)
+
+// stageInfo is what the Perfetto and console exporters need from a stage
+// span; pulling it out once keeps them from holding whole ReadOnlySpans.
+type stageInfo struct {
+	stage      string // draft, verify or draft_extend
+	rid        string
+	tid        int64
+	start, end int64 // unix nanos
+	correct    int64
+	hasCorrect bool
+	err        string // non-empty iff status is Error
+	isErr      bool
+}
+
+// stageOf reads the stage attribute, falling back to the span name so that
+// spans from an older builder without specprobe.stage still show up.
+func stageOf(s sdktrace.ReadOnlySpan) (stageInfo, bool) {
+	var si stageInfo
+	for _, kv := range s.Attributes() {
+		switch kv.Key {
+		case attrStage:
+			si.stage = kv.Value.AsString()
+		case attrRID:
+			si.rid = kv.Value.Emit()
+		case attrThreadID:
+			si.tid = intOf(kv.Value)
+		case attrCorrect:
+			si.correct, si.hasCorrect = intOf(kv.Value), true
+		}
+	}
+	if si.stage == "" {
+		switch s.Name() {
+		case "spec_draft":
+			si.stage = "draft"
+		case "spec_verify":
+			si.stage = "verify"
+		case "spec_draft_extend":
+			si.stage = "draft_extend"
+		default:
+			return si, false
+		}
+	}
+	si.start, si.end = s.StartTime().UnixNano(), s.EndTime().UnixNano()
+	if st := s.Status(); st.Code == codes.Error {
+		si.isErr, si.err = true, st.Description
+		if si.err == "" {
+			si.err = "error"
+		}
+	}
+	return si, true
+}
+
+// intOf tolerates the builder recording ids as strings or floats, which
+// is easy to do by accident and would otherwise silently give tid 0.
+func intOf(v attribute.Value) int64 {
+	switch v.Type() {
+	case attribute.INT64:
+		return v.AsInt64()
+	case attribute.FLOAT64:
+		return int64(v.AsFloat64())
+	case attribute.STRING:
+		var n int64
+		for _, c := range v.AsString() {
+			if c < '0' || c > '9' {
+				return 0
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return n
+	}
+	return 0
+}
+
+func attrString(kvs []attribute.KeyValue, key attribute.Key) string {
+	for _, kv := range kvs {
+		if kv.Key == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// isRequestSpan recognises the per-request root span.
+func isRequestSpan(s sdktrace.ReadOnlySpan) bool {
+	return attrString(s.Attributes(), attrModule) == moduleRequest ||
+		strings.HasPrefix(s.Name(), "Req ")
+}

@@ -1,0 +1,87 @@
+package tracer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+// liveSummary rewrites one status line on a terminal about once a second.
+type liveSummary struct {
+	w         io.Writer
+	last      time.Time
+	lastSteps uint64
+	shown     bool
+}
+
+func newLiveSummary(w io.Writer) *liveSummary { return &liveSummary{w: w, last: time.Now()} }
+
+func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []*export.QueueProcessor) {
+	if l.w == nil || time.Since(l.last) < time.Second {
+		return
+	}
+	now := time.Now()
+	rate := float64(b.Stats.Steps-l.lastSteps) / now.Sub(l.last).Seconds()
+	l.last, l.lastSteps = now, b.Stats.Steps
+	var dropped uint64
+	for _, p := range procs {
+		_, d, _ := p.Stats()
+		dropped += d
+	}
+	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats), s.Stats.Events, s.Drops()+dropped)
+	l.shown = true
+}
+
+func (l *liveSummary) clear() {
+	if l.shown {
+		fmt.Fprint(l.w, "\r\033[K")
+	}
+}
+
+func stageLine(st *spanbuilder.Stats) string {
+	var parts []string
+	for _, stage := range []string{"draft", "verify", "draft_extend"} {
+		p50, ok := st.Percentile(stage, 50)
+		if !ok {
+			continue
+		}
+		p99, _ := st.Percentile(stage, 99)
+		parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s", stage, ms(p50), ms(p99)))
+	}
+	parts = append(parts, acceptance(st))
+	return strings.Join(parts, "  ")
+}
+
+func acceptance(st *spanbuilder.Stats) string {
+	switch {
+	case st.Drafted > 0:
+		return fmt.Sprintf("acceptance %.1f%% (%d/%d)", 100*float64(st.Accepted)/float64(st.Drafted), st.Accepted, st.Drafted)
+	case st.Verifies > 0:
+		return fmt.Sprintf("accepted %d drafts over %d verifies", st.Accepted, st.Verifies)
+	}
+	return "no verify yet"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }
+
+func printSummary(w io.Writer, r *Result) {
+	st := &r.Stats
+	fmt.Fprintf(w, "specprobe: detached (%s) after %s\n", r.Reason, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:", st.Steps, float64(st.Steps)/r.Elapsed.Seconds())
+	for _, stage := range []string{"draft", "verify", "accept", "draft_extend"} {
+		if n := st.Calls[stage]; n > 0 {
+			fmt.Fprintf(w, " %s %d", stage, n)
+		}
+	}
+	fmt.Fprintf(w, "\n  %s\n", stageLine(st))
+	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
+		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
+	for _, e := range r.Export {
+		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full), %d failed\n", e.Name, e.Exported, e.Dropped, e.Failed)
+	}
+}

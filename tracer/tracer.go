@@ -1,0 +1,173 @@
+// Package tracer runs one tracing session: resolve the spec in the target,
+// arm the probes, feed events to the span builder, export spans, and detach
+// when told to stop, when the duration is up or when the target exits.
+package tracer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+// Config is one attach.
+type Config struct {
+	PID       int
+	Spec      *probes.Spec
+	SkipEndbr bool
+	NoMulti   bool
+	Duration  time.Duration // 0: until stopped or the target exits
+	Exporters []Exporter
+	Log       io.Writer // messages and the final summary
+	Live      io.Writer // live summary line, nil for none
+	// Attached, when set, is closed once every probe is armed (tests and
+	// scripts start the workload then).
+	Attached chan<- struct{}
+	// RequestIdle ends a request's root span after it took part in no step for
+	// this long (default 2s).
+	RequestIdle time.Duration
+}
+
+// Exporter is a named span exporter.
+type Exporter struct {
+	Name string
+	sdktrace.SpanExporter
+}
+
+// Result is what a session saw, for the final summary and for tests.
+type Result struct {
+	TargetExited bool
+	Reason       string
+	Stats        spanbuilder.Stats
+	Read         loader.ReadStats
+	Drops        uint64 // lost in the kernel: ring buffer full
+	Export       []ExportStats
+	Elapsed      time.Duration
+}
+
+// ExportStats counts one exporter's spans.
+type ExportStats struct {
+	Name                      string
+	Exported, Dropped, Failed uint64
+}
+
+// Run traces until ctx is done, the duration passes or the target exits.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	targets, err := loader.Resolve(cfg.PID, cfg.Spec, cfg.SkipEndbr)
+	if err != nil {
+		return nil, err
+	}
+	procs, tp := pipeline(cfg)
+	sess, err := loader.Attach(cfg.PID, targets, loader.Options{NoMulti: cfg.NoMulti})
+	if err != nil {
+		_ = tp.Shutdown(context.Background())
+		return nil, err
+	}
+	defer sess.Close()
+	exe := loader.Exe(cfg.PID)
+	mode := "uprobe_multi"
+	if !sess.Multi {
+		mode = "perf-event uprobes"
+	}
+	fmt.Fprintf(cfg.Log, "specprobe: attached to PID %d (%s), engine %s, %d stages (%s):\n", cfg.PID, exe, cfg.Spec.Engine, len(targets), mode)
+	for _, t := range targets {
+		fmt.Fprintf(cfg.Log, "  %-12s %s in %s at +%#x (%s)\n", t.Stage.Name, t.Symbol.Demangled, t.File.Path, t.Offset, t.First)
+	}
+	if cfg.Attached != nil {
+		close(cfg.Attached)
+	}
+
+	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
+	if cfg.RequestIdle > 0 {
+		sink.IdleAfter = cfg.RequestIdle
+	}
+	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), sink)
+	live := newLiveSummary(cfg.Live)
+	start := time.Now()
+
+	stop := make(chan struct{})
+	runCtx := ctx
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	go func() { <-runCtx.Done(); close(stop) }()
+
+	tick := func() {
+		// A thread that died mid-stage sends no exit. Look for dead threads
+		// first, then drain, so an exit queued just before the death still pairs.
+		dead := deadThreads(cfg.PID, builder.OpenThreads())
+		sess.Drain(builder.Add)
+		for _, tid := range dead {
+			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
+		}
+		sink.Expire(time.Now())
+		live.update(builder, sess, procs)
+	}
+	exited, runErr := sess.Run(stop, 100*time.Millisecond, builder.Add, tick)
+
+	res := &Result{TargetExited: exited, Read: sess.Stats, Drops: sess.Drops(), Elapsed: time.Since(start)}
+	// Detach before the slow part (export flushing): the target pays nothing from here on.
+	closeErr := sess.Close()
+	switch {
+	case exited:
+		res.Reason = fmt.Sprintf("target PID %d exited", cfg.PID)
+		builder.Flush(spanbuilder.BootNow(), "process exited during the stage")
+	case cfg.Duration > 0 && ctx.Err() == nil:
+		res.Reason = fmt.Sprintf("duration %s elapsed", cfg.Duration)
+		builder.Flush(spanbuilder.BootNow(), "tracing stopped before the stage returned")
+	default:
+		res.Reason = "interrupted"
+		builder.Flush(spanbuilder.BootNow(), "tracing stopped before the stage returned")
+	}
+	sink.Close()
+	live.clear()
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shutErr := tp.Shutdown(shutdownCtx)
+	res.Stats = builder.Stats
+	for i, p := range procs {
+		e, d, f := p.Stats()
+		res.Export = append(res.Export, ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f})
+	}
+	printSummary(cfg.Log, res)
+	return res, errors.Join(runErr, closeErr, shutErr)
+}
+
+func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
+	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine)),
+		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+	}
+	var procs []*export.QueueProcessor
+	for _, e := range cfg.Exporters {
+		p := export.NewQueueProcessor(e.SpanExporter, 65536, 512, time.Second)
+		procs = append(procs, p)
+		opts = append(opts, sdktrace.WithSpanProcessor(p))
+	}
+	return procs, sdktrace.NewTracerProvider(opts...)
+}
+
+func deadThreads(pid int, tids []uint32) []uint32 {
+	var dead []uint32
+	for _, tid := range tids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid)); os.IsNotExist(err) {
+			dead = append(dead, tid)
+		}
+	}
+	return dead
+}
