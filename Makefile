@@ -1,0 +1,54 @@
+# specprobe: `make demo` builds everything and traces the bundled demo target;
+# `make test` runs every test (the BPF ones need root). See README.md.
+GO      ?= go
+BIN     := bin/specprobe
+DEMOCC  := gcc -O2 -g -fno-omit-frame-pointer -pthread -Wall -Wextra -Werror
+OUT     := out
+
+.PHONY: all build demo test unit bench fuzz generate check-generated clean $(BIN)
+
+all: build
+
+build: $(BIN) demo/specdemo demo/specdemo-cet
+
+$(BIN):
+	$(GO) build -o $(BIN) ./cmd/specprobe
+
+# The demo target, built twice: without and with -fcf-protection (functions
+# starting with endbr64, as distro binaries do).
+demo/specdemo: demo/specdemo.c
+	$(DEMOCC) -fcf-protection=none -o $@ $<
+
+demo/specdemo-cet: demo/specdemo.c
+	$(DEMOCC) -fcf-protection=full -o $@ $<
+
+demo: build
+	./scripts/demo.sh $(OUT)
+
+test: build check-generated
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+# Tests that need neither root nor the demo binaries.
+unit:
+	$(GO) test -count=1 -short ./...
+
+bench: build
+	./scripts/bench.sh
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./probes
+
+# Rebuild the BPF objects (needs clang-19: apt-get install clang-19 libbpf-dev).
+generate:
+	cd bpf && $(GO) generate
+
+# CI: the committed objects must be what the C sources build to.
+check-generated:
+	@if command -v clang-19 >/dev/null; then \
+		$(MAKE) --no-print-directory generate && git diff --exit-code --stat -- bpf/ \
+		|| { echo "bpf/: generated objects are stale: run 'make generate' and commit"; exit 1; }; \
+	else echo "check-generated: clang-19 not installed, not checking bpf/ objects"; fi
+
+clean:
+	rm -rf bin $(OUT) demo/specdemo demo/specdemo-cet

@@ -1,0 +1,184 @@
+// Package integration attaches specprobe to real processes and compares its
+// spans with what those processes logged about themselves. The tests need
+// root (or CAP_BPF and CAP_PERFMON) and skip with that reason otherwise.
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
+)
+
+func repoRoot(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+func needRoot(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped in -short mode: attaches BPF probes to a real process")
+	}
+	if err := loader.CheckPrivileges(); err != nil {
+		t.Skipf("needs root or CAP_BPF+CAP_PERFMON to load BPF programs: %v", err)
+	}
+}
+
+// demoBinary builds the demo target through the Makefile if needed.
+func demoBinary(t testing.TB, name string) string {
+	t.Helper()
+	root := repoRoot(t)
+	if out, err := exec.Command("make", "-C", root, "--no-print-directory", "demo/"+name).CombinedOutput(); err != nil {
+		t.Fatalf("building the demo target: %v\n%s", err, out)
+	}
+	return filepath.Join(root, "demo", name)
+}
+
+// demo is a running demo target, parked until released.
+type demo struct {
+	cmd   *exec.Cmd
+	log   string
+	ready chan struct{}
+}
+
+func startDemo(t testing.TB, binary string, args ...string) *demo {
+	t.Helper()
+	d := &demo{log: filepath.Join(t.TempDir(), "truth.jsonl"), ready: make(chan struct{})}
+	d.cmd = exec.Command(binary, append([]string{"--wait-signal", "--log", d.log}, args...)...)
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = os.Stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("demo target did not get ready: %q %v", line, err)
+	}
+	return d
+}
+
+func (d *demo) release(t testing.TB) {
+	if err := d.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatalf("releasing the demo target: %v", err)
+	}
+}
+
+// traceRun attaches to pid with the given spec, releases the target once the
+// probes are armed, and returns what the session saw plus every span.
+func traceRun(t testing.TB, ctx context.Context, cfg tracer.Config, release func()) (*tracer.Result, []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	mem := tracetest.NewInMemoryExporter()
+	cfg.Exporters = append(cfg.Exporters, tracer.Exporter{Name: "memory", SpanExporter: keepSpans{mem}})
+	attached := make(chan struct{})
+	cfg.Attached = attached
+	if cfg.Log == nil {
+		cfg.Log = testLog{t}
+	}
+	go func() {
+		select {
+		case <-attached:
+			release()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := tracer.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("tracer.Run: %v", err)
+	}
+	return res, mem.GetSpans().Snapshots()
+}
+
+// keepSpans stops the in-memory exporter from being reset at shutdown.
+type keepSpans struct{ *tracetest.InMemoryExporter }
+
+func (keepSpans) Shutdown(context.Context) error { return nil }
+
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func demoSpec(t testing.TB) *probes.Spec {
+	s, err := probes.Lookup("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// truthCall is one line of the demo target's ground-truth log.
+type truthCall struct {
+	Stage     string   `json:"stage"`
+	TID       uint32   `json:"tid"`
+	StartNs   int64    `json:"start_ns"`
+	EndNs     int64    `json:"end_ns"`
+	RIDs      []string `json:"rids"`
+	NumDrafts *int64   `json:"num_drafts"`
+	Correct   *int64   `json:"num_correct_drafts"`
+}
+
+func readTruth(t testing.TB, path string) []truthCall {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []truthCall
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var c truthCall
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("ground truth line %q: %v", sc.Text(), err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func waitExit(t testing.TB, d *demo, want int) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("demo target: %v", err)
+		}
+		if code != want {
+			t.Fatalf("demo target exited with %d, want %d", code, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo target did not exit within 30s")
+	}
+}
+
+func fmtNs(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000000") }
+
+var _ = fmt.Sprintf

@@ -1,0 +1,66 @@
+package integration
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// ourPrograms are the names of bpf/stage.c's programs as the kernel keeps them
+// (truncated to 15 characters).
+var ourPrograms = []string{"stage_entry_mul", "stage_exit_mult", "stage_entry", "stage_exit", "bare"}
+
+// assertNoProbesLeft walks every BPF program and link in the kernel and fails
+// if one of ours is still there, so a detach that leaks is caught.
+func assertNoProbesLeft(t *testing.T) {
+	t.Helper()
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("listing BPF programs: %v", err)
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		info, err := p.Info()
+		p.Close()
+		if err != nil {
+			continue
+		}
+		for _, n := range ourPrograms {
+			if info.Name == n {
+				t.Errorf("BPF program %s (id %d) still loaded after detach", info.Name, id)
+			}
+		}
+	}
+	it := new(link.Iterator)
+	defer it.Close()
+	for it.Next() {
+		info, err := it.Take().Info()
+		if err != nil {
+			continue
+		}
+		if info.Type == link.UprobeMultiType || info.Type == link.PerfEventType {
+			if p, err := ebpf.NewProgramFromID(info.Program); err == nil {
+				pi, _ := p.Info()
+				p.Close()
+				if pi != nil && strings.HasPrefix(pi.Name, "stage_") {
+					t.Errorf("link %d of program %s still attached after detach", info.ID, pi.Name)
+				}
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("listing BPF links: %v", err)
+	}
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Start the demo target, attach specprobe, let the target serve its requests,
+# and leave the traces in OUT: spans.jsonl (OTLP JSON), trace.json (Perfetto),
+# truth.jsonl (the target's own log of every stage call).
+set -euo pipefail
+out=${1:-out}
+mkdir -p "$out"
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+
+./demo/specdemo-cet --wait-signal --threads 2 --batch 3 --requests 300 --log "$out/truth.jsonl" >"$out/demo.stdout" 2>"$out/demo.stderr" &
+demo=$!
+trap 'kill $demo 2>/dev/null || true' EXIT
+# The target prints its pid once its workers are parked on SIGUSR1.
+until grep -q '^ready' "$out/demo.stdout" 2>/dev/null; do
+	kill -0 $demo 2>/dev/null || { echo "demo target died"; cat "$out/demo.stderr"; exit 1; }
+	sleep 0.05
+done
+
+echo "== specprobe attach --pid $demo (demo target: 2 threads, 300 requests)"
+$sudo ./bin/specprobe attach --pid "$demo" --exporter otlp-file="$out/spans.jsonl" \
+	--exporter perfetto="$out/trace.json" 2>&1 | tee "$out/attach.log" &
+tracer=$!
+until grep -q 'attached to PID' "$out/attach.log" 2>/dev/null; do
+	kill -0 $tracer 2>/dev/null || { echo "specprobe failed to attach"; exit 1; }
+	sleep 0.05
+done
+kill -USR1 $demo
+wait $tracer
+wait $demo || true
+echo
+echo "== demo target's own count: $(cat "$out/demo.stderr")"
+grep -q "\"name\":\"spec_verify\"" "$out/spans.jsonl" && echo "== $out/spans.jsonl holds spec_draft/spec_verify/spec_draft_extend spans"
+echo "== wrote $out/spans.jsonl (OTLP JSON lines), $out/trace.json (open in ui.perfetto.dev), $out/truth.jsonl"
