@@ -27,6 +27,10 @@ type QueueProcessor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// enq guards stopped against OnEnd racing Shutdown: without it a span
+	// could land in the queue after Shutdown's final drain and vanish from
+	// Stats. OnEnd only ever TryRLocks it, so it still never waits.
+	enq      sync.RWMutex
 	stopped  atomic.Bool
 	shutOnce sync.Once
 	shutErr  error
@@ -76,6 +80,11 @@ func (p *QueueProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
+	if !p.enq.TryRLock() {
+		p.dropped.Add(1) // Shutdown is in progress
+		return
+	}
+	defer p.enq.RUnlock()
 	if p.stopped.Load() {
 		p.dropped.Add(1)
 		return
@@ -117,14 +126,16 @@ func (p *QueueProcessor) requestFlush(ctx context.Context) error {
 // exporter down. Whatever could not be exported in time counts as dropped.
 func (p *QueueProcessor) Shutdown(ctx context.Context) error {
 	p.shutOnce.Do(func() {
+		p.enq.Lock()
 		p.stopped.Store(true)
+		p.enq.Unlock()
 		err := p.requestFlush(ctx)
 		if err != nil {
 			p.cancel() // unblock a hung ExportSpans
 		}
 		close(p.stop)
 		<-p.done
-		// Spans enqueued by OnEnd calls racing with stopped=true.
+		// Spans the worker left behind when it gave up at the deadline.
 		for n := len(p.queue); n > 0; n-- {
 			<-p.queue
 			p.dropped.Add(1)

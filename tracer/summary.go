@@ -72,13 +72,13 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }
 func printSummary(w io.Writer, r *Result) {
 	st := &r.Stats
 	fmt.Fprintf(w, "specprobe: detached (%s) after %s\n", r.Reason, r.Elapsed.Round(time.Millisecond))
-	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:", st.Steps, float64(st.Steps)/r.Elapsed.Seconds())
+	calls := ""
 	for _, stage := range []string{"draft", "verify", "accept", "draft_extend"} {
 		if n := st.Calls[stage]; n > 0 {
-			fmt.Fprintf(w, " %s %d", stage, n)
+			calls += fmt.Sprintf(" %s %d", stage, n)
 		}
 	}
-	fmt.Fprintf(w, "\n  %s\n", stageLine(st))
+	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st))
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
 	for _, e := range r.Export {
