@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -145,7 +146,7 @@ func TestOTLPFileAllValueTypes(t *testing.T) {
 		"fs": "[1.5]", "ss": "[a b]", "by": "[222 173]", "sl": "[1 two]", "m": "map[k:v]",
 	}
 	for k, w := range want {
-		if g := fmtAny(p.Attr(k)); g != w {
+		if g := fmt.Sprint(p.Attr(k)); g != w {
 			t.Errorf("attr %s = %s, want %s", k, g, w)
 		}
 	}
@@ -167,18 +168,3 @@ func TestOTLPFileAllValueTypes(t *testing.T) {
 }
 
 func idBytes(id trace.SpanID) []byte { return id[:] }
-
-func fmtAny(v any) string {
-	b, _ := json.Marshal(v)
-	s := string(b)
-	// Normalise to fmt-like output for compact expectations.
-	r := strings.NewReplacer(`"`, "", ",", " ", "{", "map[", "}", "]")
-	if bs, ok := v.([]byte); ok {
-		parts := make([]string, len(bs))
-		for i, c := range bs {
-			parts[i] = strings.TrimSpace(string(rune('0'+c/100)) + string(rune('0'+c/10%10)) + string(rune('0'+c%10)))
-		}
-		return "[" + strings.Join(parts, " ") + "]"
-	}
-	return r.Replace(s)
-}

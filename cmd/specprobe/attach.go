@@ -62,6 +62,9 @@ target's exit; a stage in progress then ends with an error status.`,
 			if err := loader.CheckPID(pid); err != nil {
 				return err
 			}
+			if err := loader.CheckPrivileges(); err != nil {
+				return err
+			}
 			spec, err := chooseSpec(pid, specFile, engine)
 			if err != nil {
 				return err
