@@ -33,8 +33,11 @@ test: build check-generated
 unit:
 	$(GO) test -count=1 -short ./...
 
-bench: build
+bench: build bench/callloop
 	./scripts/bench.sh
+
+bench/callloop: bench/callloop.c
+	$(DEMOCC) -fcf-protection=full -o $@ $<
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./probes
@@ -51,4 +54,4 @@ check-generated:
 	else echo "check-generated: clang-19 not installed, not checking bpf/ objects"; fi
 
 clean:
-	rm -rf bin $(OUT) demo/specdemo demo/specdemo-cet
+	rm -rf bin $(OUT) demo/specdemo demo/specdemo-cet bench/callloop

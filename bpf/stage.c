@@ -194,8 +194,11 @@ int stage_entry(struct pt_regs *ctx) { return emit(ctx, ENTRY); }
 SEC("uretprobe")
 int stage_exit(struct pt_regs *ctx) { return emit(ctx, EXIT); }
 
-// A program that does nothing: the baseline `make bench` compares against.
+// Programs that do nothing: the baseline `make bench` compares against.
 SEC("uprobe")
 int bare(struct pt_regs *ctx) { return 0; }
+
+SEC("uprobe.multi")
+int bare_multi(struct pt_regs *ctx) { return 0; }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

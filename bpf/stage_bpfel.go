@@ -51,6 +51,7 @@ const (
 	StageMapEvents           = "events"
 	StageMapSites            = "sites"
 	StageProgBare            = "bare"
+	StageProgBareMulti       = "bare_multi"
 	StageProgStageEntry      = "stage_entry"
 	StageProgStageEntryMulti = "stage_entry_multi"
 	StageProgStageExit       = "stage_exit"
@@ -103,6 +104,7 @@ type StageSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageProgramSpecs struct {
 	Bare            *ebpf.ProgramSpec `ebpf:"bare"`
+	BareMulti       *ebpf.ProgramSpec `ebpf:"bare_multi"`
 	StageEntry      *ebpf.ProgramSpec `ebpf:"stage_entry"`
 	StageEntryMulti *ebpf.ProgramSpec `ebpf:"stage_entry_multi"`
 	StageExit       *ebpf.ProgramSpec `ebpf:"stage_exit"`
@@ -174,6 +176,7 @@ type StageVariables struct {
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StagePrograms struct {
 	Bare            *ebpf.Program `ebpf:"bare"`
+	BareMulti       *ebpf.Program `ebpf:"bare_multi"`
 	StageEntry      *ebpf.Program `ebpf:"stage_entry"`
 	StageEntryMulti *ebpf.Program `ebpf:"stage_entry_multi"`
 	StageExit       *ebpf.Program `ebpf:"stage_exit"`
@@ -183,6 +186,7 @@ type StagePrograms struct {
 func (p *StagePrograms) Close() error {
 	return _StageClose(
 		p.Bare,
+		p.BareMulti,
 		p.StageEntry,
 		p.StageEntryMulti,
 		p.StageExit,

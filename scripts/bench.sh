@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# make bench: what a probe costs the traced process (ratios measured side by
+# side in one run) and how fast the span builder is. Results go to stdout;
+# BENCHMARKS.md records a run.
+set -euo pipefail
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+echo "== probe cost per hit on bench/callloop (entry + exit probes, uprobe_multi)"
+go build -o bin/probecost ./bench/probecost
+$sudo ./bin/probecost -target bench/callloop -calls 50000 -rounds 7
+echo
+echo "== span builder throughput (one core)"
+GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkBuilder' -benchtime 2s -cpu 1 ./spanbuilder
