@@ -96,6 +96,15 @@ func (b *Builder) Add(e *Event) {
 		b.threads[e.TID] = t
 	}
 	if !e.Exit {
+		// Steps are told apart by the order in which top-level calls begin; a
+		// stage called from inside another belongs to the outer call's step.
+		if len(t.open) == 0 {
+			ord := stageOrder[b.sites[e.Site].Stage]
+			if ord < t.lastOrd {
+				b.flushStep(e.TID, t)
+			}
+			t.lastOrd = ord
+		}
 		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: copyValues(e)})
 		return
 	}
@@ -130,11 +139,6 @@ func copyValues(e *Event) []Value {
 
 func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
 	site := b.sites[oc.site]
-	ord := stageOrder[site.Stage]
-	if ord < t.lastOrd {
-		b.flushStep(tid, t)
-	}
-	t.lastOrd = ord
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
 		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end),
@@ -164,34 +168,44 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 	}
 	b.Stats.Steps++
 	for _, rid := range rids {
-		b.sink.Step(stepFor(rid, t.pid, tid, calls))
+		if st := stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
+			b.sink.Step(st)
+		}
 	}
 }
 
 // stepFor selects the calls that served rid, and moves each accept's values
-// onto the verify it followed.
+// onto the verify that began last before it (the verify may contain it).
 func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 	s := Step{RequestID: rid, PID: pid, TID: tid}
-	lastVerify := -1
+	var accepts []Call
 	for _, c := range calls {
 		if !c.batch && c.RequestID != rid {
 			continue
 		}
 		if c.Stage == "accept" {
-			if lastVerify >= 0 {
-				v := &s.Calls[lastVerify]
-				v.Values = append(slices.Clone(v.Values), c.Values...)
-				if v.Err == "" {
-					v.Err = c.Err
-				}
-			}
+			accepts = append(accepts, c)
 			continue
 		}
 		c.RequestID = rid
-		if c.Stage == "verify" {
-			lastVerify = len(s.Calls)
-		}
 		s.Calls = append(s.Calls, c)
+	}
+	slices.SortStableFunc(s.Calls, func(a, b Call) int { return a.Start.Compare(b.Start) })
+	for _, a := range accepts {
+		v := -1
+		for i, c := range s.Calls {
+			if c.Stage == "verify" && !c.Start.After(a.Start) {
+				v = i
+			}
+		}
+		if v < 0 {
+			continue
+		}
+		c := &s.Calls[v]
+		c.Values = append(slices.Clone(c.Values), a.Values...)
+		if c.Err == "" {
+			c.Err = a.Err
+		}
 	}
 	if len(s.Calls) > 0 {
 		s.Start, s.End = s.Calls[0].Start, s.Calls[0].End
