@@ -18,6 +18,9 @@ type OTelSink struct {
 	// A request seen in no step for this long is finished: its root span ends
 	// at the end of its last step.
 	IdleAfter time.Duration
+	// StageAttrs, when set, adds attributes to each stage span from its
+	// interval (the GPU state that overlapped it, say).
+	StageAttrs func(pid uint32, start, end time.Time) []attribute.KeyValue
 }
 
 type request struct {
@@ -62,6 +65,9 @@ func (o *OTelSink) Step(s Step) {
 			default:
 				attrs = append(attrs, attribute.Int64("specprobe."+v.Name, v.V))
 			}
+		}
+		if o.StageAttrs != nil {
+			attrs = append(attrs, o.StageAttrs(c.PID, c.Start, c.End)...)
 		}
 		_, sp := o.tracer.Start(stepCtx, SpanName(c.Stage), trace.WithTimestamp(c.Start), trace.WithAttributes(attrs...))
 		if c.Err != "" {
