@@ -28,6 +28,9 @@ func (s *Spec) Matches(exe, cmdline string, mapped []string) bool {
 		}
 	}
 	for _, lib := range s.Match.Library {
+		if lib == "" {
+			continue
+		}
 		for _, m := range mapped {
 			base := filepath.Base(m)
 			if base == lib || strings.HasPrefix(base, lib+".") {

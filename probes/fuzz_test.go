@@ -2,10 +2,12 @@ package probes_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/specprobe/specprobe/probes"
 )
@@ -40,6 +42,12 @@ func FuzzParse(f *testing.F) {
 	}
 	const file = "fuzz.yaml"
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fuzzer has no hang detection: crash the worker (which saves the
+		// input as a crasher) if one spec takes unreasonably long.
+		watchdog := time.AfterFunc(10*time.Second, func() {
+			panic(fmt.Sprintf("Parse ran over 10s on %d bytes: %q", len(data), data))
+		})
+		defer watchdog.Stop()
 		s, err := probes.Parse(file, data)
 		if err != nil {
 			if s != nil {

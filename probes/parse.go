@@ -96,8 +96,8 @@ func (p *parser) fields(n *yaml.Node, what string, allowed ...string) map[string
 }
 
 func (p *parser) str(n *yaml.Node, what string) string {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		p.fail(n, "%s: expected a string", what)
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || n.Value == "" {
+		p.fail(n, "%s: expected a non-empty string", what)
 		return ""
 	}
 	return n.Value
@@ -114,6 +114,9 @@ func (p *parser) strs(n *yaml.Node, what string) []string {
 	if n.Kind != yaml.SequenceNode {
 		p.fail(n, "%s: expected a string or a list of strings", what)
 		return nil
+	}
+	if len(n.Content) == 0 {
+		p.fail(n, "%s: expected at least one string", what)
 	}
 	var out []string
 	for _, c := range n.Content {
@@ -205,6 +208,9 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 		}
 		for i := 0; i+1 < len(vals.Content); i += 2 {
 			k := vals.Content[i]
+			if _, dup := s.Values[k.Value]; dup {
+				p.fail(k, "%s.values: %q given twice", what, k.Value)
+			}
 			if !validName.MatchString(k.Value) {
 				p.fail(k, "%s.values: %q is not a valid attribute name (letters, digits, _ and .)", what, k.Value)
 			}

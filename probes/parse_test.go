@@ -291,8 +291,8 @@ func TestParseErrors(t *testing.T) {
 		{"missing symbol", "engine: e\nstages:\n  verify:\n    binary: b\n    scope: batch\n", 4,
 			[]string{"stages.verify: missing symbol"}},
 		{"null symbol", "engine: e\nstages:\n  verify:\n    binary: b\n    symbol:\n    scope: batch\n", 5,
-			[]string{"stages.verify.symbol: expected a string"}},
-		{"engine is a list", "engine: [a]\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1, []string{"engine: expected a string"}},
+			[]string{"stages.verify.symbol: expected a non-empty string"}},
+		{"engine is a list", "engine: [a]\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1, []string{"engine: expected a non-empty string"}},
 		{"binary is a mapping", strings.Replace(minimal, "binary: b", "binary: {a: b}", 1), 4,
 			[]string{"stages.verify.binary: expected a string or a list of strings"}},
 
@@ -669,7 +669,6 @@ func TestParseYAMLErrorLineIsYAMLs(t *testing.T) {
 
 // Known gaps, reported rather than fixed here; unskip once parse.go rejects them.
 func TestParseRejectsDuplicateValueName(t *testing.T) {
-	t.Skip("known bug: parse.go's values loop does not check for a name given twice; the last one silently wins")
 	_, err := probes.Parse("d.yaml", []byte(minimal+"    values:\n      x: {at: entry, from: arg0}\n      x: {at: exit, from: ret}\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "d.yaml:9: ") {
 		t.Errorf("err = %v, want d.yaml:9: ... given twice", err)
@@ -677,7 +676,6 @@ func TestParseRejectsDuplicateValueName(t *testing.T) {
 }
 
 func TestParseRejectsEmptyBinaryAndSymbol(t *testing.T) {
-	t.Skip("known bug: binary: '' / binary: [] / symbol: '' / engine: '' parse without an error")
 	for _, src := range []string{
 		strings.Replace(minimal, "binary: b", "binary: ''", 1),
 		strings.Replace(minimal, "binary: b", "binary: []", 1),

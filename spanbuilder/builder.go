@@ -151,7 +151,7 @@ func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg 
 // flushStep hands the thread's current step to the sink, once per request it served.
 func (b *Builder) flushStep(tid uint32, t *thread) {
 	calls := t.step
-	t.step = nil
+	t.step = t.step[:0] // the sink gets copies (stepFor), so the array can be reused
 	t.lastOrd = -1
 	if len(calls) == 0 {
 		return
@@ -166,18 +166,24 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 		b.Stats.UnattributedCalls += uint64(len(calls))
 		return
 	}
-	b.Stats.Steps++
+	sent := false
 	for _, rid := range rids {
 		if st := stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
 			b.sink.Step(st)
+			sent = true
 		}
+	}
+	if sent {
+		b.Stats.Steps++
+	} else {
+		b.Stats.UnattributedCalls += uint64(len(calls))
 	}
 }
 
 // stepFor selects the calls that served rid, and moves each accept's values
 // onto the verify that began last before it (the verify may contain it).
 func stepFor(rid string, pid, tid uint32, calls []Call) Step {
-	s := Step{RequestID: rid, PID: pid, TID: tid}
+	s := Step{RequestID: rid, PID: pid, TID: tid, Calls: make([]Call, 0, len(calls))}
 	var accepts []Call
 	for _, c := range calls {
 		if !c.batch && c.RequestID != rid {

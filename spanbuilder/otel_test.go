@@ -1,0 +1,276 @@
+package spanbuilder_test
+
+import (
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+func newOTel(t *testing.T) (*spanbuilder.OTelSink, *tracetest.SpanRecorder) {
+	t.Helper()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	return spanbuilder.NewOTelSink(tp.Tracer("specprobe-test")), sr
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+func at(ns int) time.Time { return t0.Add(time.Duration(ns)) }
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	out := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+// startedSpans reads the spans started so far, open ones included.
+func startedSpans(sr *tracetest.SpanRecorder) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range sr.Started() {
+		out = append(out, s)
+	}
+	return out
+}
+
+func byName(spans []sdktrace.ReadOnlySpan) map[string][]sdktrace.ReadOnlySpan {
+	out := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		out[s.Name()] = append(out[s.Name()], s)
+	}
+	return out
+}
+
+func one(t *testing.T, m map[string][]sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	if len(m[name]) != 1 {
+		t.Fatalf("%d spans named %q, want 1", len(m[name]), name)
+	}
+	return m[name][0]
+}
+
+func checkAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[attribute.Key]attribute.Value) {
+	t.Helper()
+	got := attrs(s)
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("%s: %s = %v, want %v", s.Name(), k, g.Emit(), w.Emit())
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s: attributes %v, want exactly %v", s.Name(), s.Attributes(), want)
+	}
+}
+
+func checkTimes(t *testing.T, s sdktrace.ReadOnlySpan, start, end time.Time) {
+	t.Helper()
+	if !s.StartTime().Equal(start) || !s.EndTime().Equal(end) {
+		t.Errorf("%s: %v..%v, want %v..%v", s.Name(), s.StartTime(), s.EndTime(), start, end)
+	}
+}
+
+func childOf(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
+	t.Helper()
+	if child.Parent().SpanID() != parent.SpanContext().SpanID() || child.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("%s is not a child of %s", child.Name(), parent.Name())
+	}
+}
+
+func TestOTelSinkStep(t *testing.T) {
+	sink, sr := newOTel(t)
+	rid := "0123456789abcdef"
+	sink.Step(spanbuilder.Step{
+		RequestID: rid, PID: 10, TID: 11, Start: at(0), End: at(300),
+		Calls: []spanbuilder.Call{
+			{Stage: "draft", Start: at(0), End: at(50), RequestID: rid, Values: []spanbuilder.Value{{Name: "num_drafts", V: 4}}},
+			{Stage: "verify", Start: at(60), End: at(200), RequestID: rid,
+				Values: []spanbuilder.Value{{Name: "batch_size", V: 8}, {Name: "num_correct_drafts", V: 3}}},
+			{Stage: "draft_extend", Start: at(210), End: at(300), RequestID: rid},
+		},
+	})
+	ended := byName(sr.Ended())
+	if len(sr.Ended()) != 4 {
+		t.Fatalf("%d spans ended, want decode_forward and three stages (root stays open)", len(sr.Ended()))
+	}
+	started := byName(startedSpans(sr))
+	root := one(t, started, "Req 01234567")
+	if root.EndTime() != (time.Time{}) {
+		t.Errorf("root ended at %v before Expire or Close", root.EndTime())
+	}
+	if root.Parent().IsValid() {
+		t.Errorf("root has a parent")
+	}
+	if !root.StartTime().Equal(at(0)) {
+		t.Errorf("root starts at %v, want the step start %v", root.StartTime(), at(0))
+	}
+	checkAttrs(t, root, map[attribute.Key]attribute.Value{
+		"rid": attribute.StringValue(rid), "module": attribute.StringValue("specprobe::request"),
+	})
+
+	fwd := one(t, ended, "decode_forward")
+	childOf(t, fwd, root)
+	checkTimes(t, fwd, at(0), at(300))
+	checkAttrs(t, fwd, map[attribute.Key]attribute.Value{"rid": attribute.StringValue(rid), "thread.id": attribute.IntValue(11)})
+	if fwd.Status().Code != codes.Unset {
+		t.Errorf("decode_forward status %v, want unset", fwd.Status())
+	}
+
+	base := func(stage string) map[attribute.Key]attribute.Value {
+		return map[attribute.Key]attribute.Value{
+			"rid": attribute.StringValue(rid), "thread.id": attribute.IntValue(11), "specprobe.stage": attribute.StringValue(stage),
+		}
+	}
+	draft := one(t, ended, "spec_draft")
+	childOf(t, draft, fwd)
+	checkTimes(t, draft, at(0), at(50))
+	want := base("draft")
+	want["num_drafts"] = attribute.Int64Value(4)
+	checkAttrs(t, draft, want)
+
+	verify := one(t, ended, "spec_verify")
+	childOf(t, verify, fwd)
+	checkTimes(t, verify, at(60), at(200))
+	want = base("verify")
+	want["num_correct_drafts"] = attribute.Int64Value(3)
+	want["accepted_tokens"] = attribute.Int64Value(3)
+	want["specprobe.batch_size"] = attribute.Int64Value(8)
+	checkAttrs(t, verify, want)
+
+	ext := one(t, ended, "spec_draft_extend")
+	childOf(t, ext, fwd)
+	checkTimes(t, ext, at(210), at(300))
+	checkAttrs(t, ext, base("draft_extend"))
+
+	for _, s := range sr.Ended() {
+		if s.Status().Code != codes.Unset {
+			t.Errorf("%s: status %v", s.Name(), s.Status())
+		}
+	}
+}
+
+func TestOTelSinkShortRID(t *testing.T) {
+	sink, sr := newOTel(t)
+	sink.Step(spanbuilder.Step{RequestID: "ab", Start: at(0), End: at(1),
+		Calls: []spanbuilder.Call{{Stage: "verify", Start: at(0), End: at(1)}}})
+	one(t, byName(startedSpans(sr)), "Req ab")
+	if got := spanbuilder.SpanName("verify"); got != "spec_verify" {
+		t.Errorf("SpanName(verify) = %q", got)
+	}
+}
+
+func TestOTelSinkError(t *testing.T) {
+	sink, sr := newOTel(t)
+	sink.Step(spanbuilder.Step{RequestID: "r", TID: 1, Start: at(0), End: at(100),
+		Calls: []spanbuilder.Call{
+			{Stage: "draft", Start: at(0), End: at(10)},
+			{Stage: "verify", Start: at(20), End: at(100), Err: "thread exited"},
+		}})
+	ended := byName(sr.Ended())
+	if s := one(t, ended, "spec_verify").Status(); s.Code != codes.Error || s.Description != "thread exited" {
+		t.Errorf("spec_verify status %+v, want error 'thread exited'", s)
+	}
+	if s := one(t, ended, "decode_forward").Status(); s.Code != codes.Error || s.Description != "thread exited" {
+		t.Errorf("decode_forward status %+v, want the call's error", s)
+	}
+	if s := one(t, ended, "spec_draft").Status(); s.Code != codes.Unset {
+		t.Errorf("spec_draft status %+v, want unset", s)
+	}
+}
+
+func TestOTelSinkRootLifetime(t *testing.T) {
+	sink, sr := newOTel(t)
+	sink.IdleAfter = time.Second
+	step := func(rid string, start, end int) {
+		sink.Step(spanbuilder.Step{RequestID: rid, Start: at(start), End: at(end),
+			Calls: []spanbuilder.Call{{Stage: "verify", Start: at(start), End: at(end)}}})
+	}
+	step("first-request", 0, 100)
+	step("first-request", 200, 300) // same root
+	step("second-request", 0, 5000)
+	started := byName(startedSpans(sr))
+	root := one(t, started, "Req first-re")
+	for _, f := range started["decode_forward"] {
+		if attrs(f)["rid"].AsString() == "first-request" {
+			childOf(t, f, root)
+		}
+	}
+	if len(started["decode_forward"]) != 3 {
+		t.Errorf("%d decode_forward spans, want 3", len(started["decode_forward"]))
+	}
+	rootsEnded := func() map[string]sdktrace.ReadOnlySpan {
+		out := map[string]sdktrace.ReadOnlySpan{}
+		for _, s := range sr.Ended() {
+			if !s.Parent().IsValid() {
+				out[attrs(s)["rid"].AsString()] = s
+			}
+		}
+		return out
+	}
+
+	sink.Expire(at(300).Add(time.Second - 1))
+	if len(rootsEnded()) != 0 {
+		t.Fatalf("a root ended before IdleAfter")
+	}
+	sink.Expire(at(300).Add(time.Second))
+	ended := rootsEnded()
+	if len(ended) != 1 || ended["first-request"] == nil {
+		t.Fatalf("roots ended after IdleAfter: %v, want first-request only", ended)
+	}
+	checkTimes(t, ended["first-request"], at(0), at(300))
+
+	// A step after expiry makes a new root.
+	step("first-request", 10_000, 10_100)
+	sink.Close()
+	ended = rootsEnded()
+	if len(ended) != 2 || ended["second-request"] == nil {
+		t.Fatalf("Close ended %d roots, want second-request too", len(ended))
+	}
+	checkTimes(t, ended["second-request"], at(0), at(5000))
+	var firsts []sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		if s.Name() == "Req first-re" {
+			firsts = append(firsts, s)
+		}
+	}
+	if len(firsts) != 2 || firsts[0].SpanContext().TraceID() == firsts[1].SpanContext().TraceID() {
+		t.Errorf("a step after expiry should start a new trace: %d roots", len(firsts))
+	}
+	sink.Close() // nothing left: a no-op
+	// 4 steps of decode_forward + spec_verify, and 3 roots.
+	if n := len(sr.Ended()); n != 4*2+3 {
+		t.Errorf("%d spans ended in all, want 11", n)
+	}
+}
+
+func TestBuilderIntoOTel(t *testing.T) {
+	sink, sr := newOTel(t)
+	b := spanbuilder.New(testSites, spanbuilder.Clock{OffsetNs: offset}, sink)
+	batchStep(b, 7, 1000, "req-one-xyz", "req-two-xyz")
+	b.Flush(5000, "detached")
+	sink.Close()
+	ended := byName(sr.Ended())
+	if len(ended["Req req-one-"]) != 1 || len(ended["Req req-two-"]) != 1 || len(ended["decode_forward"]) != 2 ||
+		len(ended["spec_draft"]) != 2 || len(ended["spec_verify"]) != 2 || len(ended["spec_draft_extend"]) != 2 ||
+		len(ended["spec_accept"]) != 0 {
+		t.Fatalf("spans: %v", ended)
+	}
+	for _, v := range ended["spec_verify"] {
+		a := attrs(v)
+		want := map[string]int64{"req-one-xyz": 1, "req-two-xyz": 2}[a["rid"].AsString()]
+		if a["num_correct_drafts"].AsInt64() != want || a["accepted_tokens"].AsInt64() != want {
+			t.Errorf("verify for %s: %v", a["rid"].AsString(), v.Attributes())
+		}
+		checkTimes(t, v, wall(1040), wall(1100))
+	}
+	for _, r := range ended["Req req-one-"] {
+		checkTimes(t, r, wall(1000), wall(1160))
+	}
+}
