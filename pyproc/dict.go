@@ -1,0 +1,261 @@
+package pyproc
+
+import (
+	"errors"
+	"fmt"
+)
+
+// maxDictSize bounds the index table we accept: 2^20 slots is far beyond any
+// module or class dict, and beyond sys.modules of the largest servers.
+const maxDictSize = 1 << 20
+
+// maxProbe bounds one hashed probe sequence. In a real table (at most 2/3
+// full) it ends within a few steps; a longer one means we misread the table,
+// and the caller falls back to a scan.
+const maxProbe = 4096
+
+const (
+	dkixEmpty = -1
+	kindSplit = 2
+)
+
+// dictView is a dict's keys table, decoded once per lookup.
+type dictView struct {
+	indices   uint64
+	size      uint64 // index slots, a power of two
+	ixSize    uint64 // bytes per index
+	entries   uint64
+	entrySize uint64 // 24 with me_hash, 16 without
+	hasHash   bool
+	nentries  uint64
+	values    uint64 // split dicts: the values array; 0 when combined
+}
+
+func (p *Process) openDict(d uint64) (*dictView, error) {
+	l := &p.layout
+	if !validObj(d) {
+		return nil, fmt.Errorf("bad dict pointer %#x", d)
+	}
+	hdr, err := p.m.block(d, int(l.DictValues)+8)
+	if err != nil {
+		return nil, err
+	}
+	if t := hdr.u64(8); t != p.types.dict {
+		if err := p.checkSubtype(t, flagDictSubclass, "dict"); err != nil {
+			return nil, err
+		}
+	}
+	keys, values := hdr.u64(l.DictKeys), hdr.u64(l.DictValues)
+	if !validObj(keys) || values != 0 && !validObj(values) {
+		return nil, fmt.Errorf("dict at %#x: bad keys %#x or values %#x", d, keys, values)
+	}
+	k, err := p.m.block(keys, 0x28)
+	if err != nil {
+		return nil, err
+	}
+	v := &dictView{hasHash: true, entrySize: 24}
+	if l.DictKeysLegacy {
+		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
+		if v.size < 8 || v.size > maxDictSize || v.size&(v.size-1) != 0 {
+			return nil, fmt.Errorf("dict at %#x: bad size %d", d, v.size)
+		}
+		v.ixSize = ixSizeFor(v.size)
+		v.entries = v.indices + v.size*v.ixSize
+		if values != 0 {
+			v.values = values
+		}
+	} else {
+		log2, log2ix, kind := uint64(k.u8(0x8)), uint64(k.u8(0x9)), k.u8(0xa)
+		if log2 < 3 || log2 > 20 || kind > kindSplit {
+			return nil, fmt.Errorf("dict at %#x: bad keys header (log2 %d, kind %d)", d, log2, kind)
+		}
+		v.size, v.nentries, v.indices = 1<<log2, k.u64(0x18), keys+0x20
+		v.ixSize = ixSizeFor(v.size)
+		if 1<<log2ix != v.size*v.ixSize {
+			return nil, fmt.Errorf("dict at %#x: index bytes %d do not match size %d", d, uint64(1)<<log2ix, v.size)
+		}
+		v.entries = v.indices + 1<<log2ix
+		if kind != 0 {
+			v.hasHash, v.entrySize = false, 16
+		}
+		if kind == kindSplit {
+			if values == 0 {
+				return nil, fmt.Errorf("dict at %#x: split keys without values", d)
+			}
+			v.values = values + l.DictValuesArray
+		}
+	}
+	if v.nentries > v.size {
+		return nil, fmt.Errorf("dict at %#x: %d entries for %d slots", d, v.nentries, v.size)
+	}
+	return v, nil
+}
+
+func ixSizeFor(size uint64) uint64 {
+	switch {
+	case size <= 0xff:
+		return 1
+	case size <= 0xffff:
+		return 2
+	case size <= 0xffffffff:
+		return 4
+	}
+	return 8
+}
+
+func (p *Process) dictIndex(v *dictView, slot uint64) (int64, error) {
+	b, err := p.m.bytes(v.indices+slot*v.ixSize, int(v.ixSize))
+	if err != nil {
+		return 0, err
+	}
+	blk := block{b: b}
+	switch v.ixSize {
+	case 1:
+		return int64(int8(b[0])), nil
+	case 2:
+		return int64(int16(uint16(b[0]) | uint16(b[1])<<8)), nil
+	case 4:
+		return int64(int32(blk.u32(0))), nil
+	}
+	return int64(blk.u64(0)), nil
+}
+
+// dictEntry returns entry ix; key or value 0 means a deleted or unset slot.
+func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int64, err error) {
+	e, err := p.m.block(v.entries+ix*v.entrySize, int(v.entrySize))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if v.hasHash {
+		hash, key, value = int64(e.u64(0)), e.u64(8), e.u64(16)
+	} else {
+		key, value = e.u64(0), e.u64(8)
+	}
+	if v.values != 0 {
+		if value, err = p.m.u64(v.values + 8*ix); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return key, value, hash, nil
+}
+
+var errProbe = errors.New("probe sequence does not end")
+
+// dictProbe looks key up the way CPython's lookdict does: start at
+// hash&mask, perturb, stop at an empty slot.
+func (p *Process) dictProbe(v *dictView, key string, hash int64) (uint64, bool, error) {
+	mask := v.size - 1
+	i, perturb := uint64(hash)&mask, uint64(hash)
+	for n := 0; n < maxProbe; n++ {
+		ix, err := p.dictIndex(v, i)
+		if err != nil {
+			return 0, false, err
+		}
+		if ix == dkixEmpty {
+			return 0, false, nil
+		}
+		if ix >= 0 {
+			if uint64(ix) >= v.nentries {
+				return 0, false, fmt.Errorf("index %d beyond %d entries", ix, v.nentries)
+			}
+			k, val, h, err := p.dictEntry(v, uint64(ix))
+			if err != nil {
+				return 0, false, err
+			}
+			if k != 0 && (!v.hasHash || h == hash) {
+				eq, err := p.strEquals(k, key, hash)
+				if err == nil && eq {
+					return val, val != 0, nil
+				}
+			}
+		}
+		perturb >>= 5
+		i = (i*5 + perturb + 1) & mask
+	}
+	return 0, false, errProbe
+}
+
+// dictScan is the slow path: compare every key.
+func (p *Process) dictScan(v *dictView, key string) (uint64, bool, error) {
+	hash := p.strHash(key)
+	for ix := uint64(0); ix < v.nentries; ix++ {
+		k, val, _, err := p.dictEntry(v, ix)
+		if err != nil {
+			return 0, false, err
+		}
+		if k == 0 || val == 0 {
+			continue
+		}
+		if eq, err := p.strEquals(k, key, hash); err == nil && eq {
+			return val, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// dictGet returns the value for a str key in the dict at d.
+func (p *Process) dictGet(d uint64, key string) (uint64, bool, error) {
+	v, err := p.openDict(d)
+	if err != nil {
+		return 0, false, err
+	}
+	if p.hashOK == 0 {
+		p.checkHash(v)
+	}
+	if p.hashOK > 0 {
+		val, ok, err := p.dictProbe(v, key, p.strHash(key))
+		if err == nil {
+			return val, ok, nil
+		}
+		p.Stats.Fallbacks++
+	}
+	return p.dictScan(v, key)
+}
+
+// checkHash compares our hash of a few keys with the hash the target cached
+// in them. A build with another hash algorithm would make every probe miss,
+// so then every lookup scans instead.
+func (p *Process) checkHash(v *dictView) {
+	for ix := uint64(0); ix < v.nentries && ix < 64; ix++ {
+		k, _, _, err := p.dictEntry(v, ix)
+		if err != nil || k == 0 {
+			continue
+		}
+		h, err := p.strHead(k)
+		if err != nil || h.hash == -1 {
+			continue
+		}
+		s, err := p.readStr(k)
+		if err != nil {
+			continue
+		}
+		if p.strHash(s) == h.hash {
+			p.hashOK = 1
+		} else {
+			p.hashOK = -1
+		}
+		return
+	}
+}
+
+// dictKeys lists up to limit str keys, for error messages.
+func (p *Process) dictKeys(d uint64, limit int) ([]string, error) {
+	v, err := p.openDict(d)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for ix := uint64(0); ix < v.nentries && len(out) < limit; ix++ {
+		k, val, _, err := p.dictEntry(v, ix)
+		if err != nil {
+			return out, err
+		}
+		if k == 0 || val == 0 {
+			continue
+		}
+		if s, err := p.readStr(k); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

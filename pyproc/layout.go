@@ -1,0 +1,240 @@
+package pyproc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// Version is a CPython version. Micro is -1 when only the file name told us
+// (3.10 exports no Py_Version).
+type Version struct {
+	Major, Minor, Micro int
+}
+
+func (v Version) String() string {
+	if v.Micro < 0 {
+		return fmt.Sprintf("%d.%d", v.Major, v.Minor)
+	}
+	return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Micro)
+}
+
+func (v Version) atLeast(major, minor int) bool {
+	return v.Major > major || v.Major == major && v.Minor >= minor
+}
+
+// Layout holds the offsets (bytes) pyproc reads by. The thread and frame
+// fields are exported for the watchpoint side, which walks frames in BPF.
+type Layout struct {
+	Version Version
+
+	InterpretersHead  uint64 // _PyRuntime → first interpreter (newest)
+	InterpNext        uint64
+	InterpModules     uint64 // sys.modules dict
+	InterpThreadsHead uint64
+
+	TstateNext     uint64
+	TstateThreadID uint64 // pthread_t
+	// TstateNativeThreadID is 0 on 3.10, which has no such field: the TID is
+	// read from glibc's struct pthread at pthread_t+PthreadTID instead.
+	TstateNativeThreadID uint64
+	PthreadTID           uint64
+
+	// Current frame: tstate+TstateFrame holds a pointer; when CFrameCurrent
+	// is >= 0 (3.11, 3.12) that pointer is a _PyCFrame and the frame is at
+	// +CFrameCurrent inside it.
+	TstateFrame   uint64
+	CFrameCurrent int64
+	FrameCode     uint64
+	FramePrevious uint64
+	// FrameCodeTagBits are low bits of the code pointer used as a tag
+	// (3.14's _PyStackRef).
+	FrameCodeTagBits uint64
+
+	// Dicts. DictKeysLegacy is the 3.10 keys header (dk_size, always 24-byte
+	// entries); otherwise dk_log2_size/dk_kind.
+	DictUsed, DictVersion, DictKeys, DictValues uint64
+	DictKeysLegacy                              bool
+	DictValuesArray                             uint64 // values[] inside ma_values (8 on 3.13+)
+
+	UnicodeLength, UnicodeHash, UnicodeState uint64
+	ASCIIData, CompactData                   uint64
+	UnicodeHasReady                          bool // 3.10, 3.11: state bit 7 is "ready"
+
+	TypeName, TypeFlags, TypeDict, TypeMro uint64
+	ModuleDict                             uint64
+	FuncName, FuncQualname, FuncCode       uint64
+	FuncDict                               uint64
+	WrapperCallable                        uint64 // staticmethod, classmethod, property fget, method im_func
+	TupleSize, TupleItems                  uint64
+
+	CodeFlags, CodeFilename, CodeName, CodeQualname, CodeFirstLine uint64 // CodeQualname 0 on 3.10
+
+	SipHashRounds int // compression rounds: 2 (siphash24, 3.10) or 1 (siphash13)
+}
+
+// common fills what is the same from 3.10 to 3.14 (design.md's table).
+func common(v Version) Layout {
+	return Layout{
+		Version:     v,
+		TstateNext:  0x8,
+		PthreadTID:  0x2d0,
+		DictUsed:    0x10, DictVersion: 0x18, DictKeys: 0x20, DictValues: 0x28,
+		UnicodeLength: 0x10, UnicodeHash: 0x18, UnicodeState: 0x20,
+		TypeName: 0x18, TypeFlags: 0xa8, TypeDict: 0x108, TypeMro: 0x158,
+		ModuleDict: 0x10,
+		FuncName:   0x20, FuncQualname: 0x28, FuncCode: 0x30, FuncDict: 0x58,
+		WrapperCallable: 0x10,
+		TupleSize:       0x10, TupleItems: 0x18,
+		CodeFilename: 0x70, CodeName: 0x78, CodeQualname: 0x80,
+		CodeFlags:     0x30,
+		CFrameCurrent: -1,
+		SipHashRounds: 1,
+	}
+}
+
+// tableLayout covers the versions without _Py_DebugOffsets.
+func tableLayout(v Version) (Layout, error) {
+	l := common(v)
+	switch v.Minor {
+	case 10:
+		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x20, 0, 0x358, 0x8
+		l.TstateThreadID = 0xb0
+		l.TstateFrame, l.FrameCode, l.FramePrevious = 0x18, 0x20, 0x18
+		l.DictKeysLegacy = true
+		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
+		l.CodeFlags, l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeFirstLine = 0x24, 0x68, 0x70, 0, 0x28
+		l.SipHashRounds = 2
+	case 11:
+		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x378, 0x10
+		l.TstateThreadID, l.TstateNativeThreadID = 0x98, 0xa0
+		l.TstateFrame, l.CFrameCurrent, l.FrameCode, l.FramePrevious = 0x38, 0x8, 0x20, 0x30
+		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
+		l.CodeFirstLine = 0x48
+	case 12:
+		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x3b0, 0x48
+		l.TstateThreadID, l.TstateNativeThreadID = 0x88, 0x90
+		l.TstateFrame, l.CFrameCurrent, l.FrameCode, l.FramePrevious = 0x38, 0, 0, 0x8
+		l.ASCIIData, l.CompactData = 0x28, 0x38
+		l.CodeFirstLine = 0x44
+	default:
+		return Layout{}, fmt.Errorf("no offset table for CPython %s", v)
+	}
+	return l, nil
+}
+
+const debugCookie = "xdebugpy"
+
+// Field names of _Py_DebugOffsets, in struct order (every field a uint64,
+// the 8-byte cookie counted as one). The struct grew between 3.13 and 3.14,
+// so the position of a field depends on the version that wrote it.
+var debugFields313 = []string{
+	"cookie", "version", "free_threaded",
+	"runtime.size", "runtime.finalizing", "runtime.interpreters_head",
+	"interp.size", "interp.id", "interp.next", "interp.threads_head", "interp.gc",
+	"interp.imports_modules", "interp.sysdict", "interp.builtins", "interp.ceval_gil",
+	"interp.gil", "interp.gil_enabled", "interp.gil_locked", "interp.gil_holder",
+	"tstate.size", "tstate.prev", "tstate.next", "tstate.interp", "tstate.current_frame",
+	"tstate.thread_id", "tstate.native_thread_id", "tstate.datastack_chunk", "tstate.status",
+	"frame.size", "frame.previous", "frame.executable", "frame.instr_ptr", "frame.localsplus", "frame.owner",
+	"code.size", "code.filename", "code.name", "code.qualname", "code.linetable", "code.firstlineno",
+	"code.argcount", "code.localsplusnames", "code.localspluskinds", "code.co_code_adaptive",
+	"object.size", "object.ob_type",
+	"type.size", "type.tp_name", "type.tp_repr", "type.tp_flags",
+	"tuple.size", "tuple.ob_item", "tuple.ob_size",
+	"list.size", "list.ob_item", "list.ob_size",
+	"dict.size", "dict.ma_keys", "dict.ma_values",
+	"float.size", "float.ob_fval",
+	"long.size", "long.lv_tag", "long.ob_digit",
+	"bytes.size", "bytes.ob_size", "bytes.ob_sval",
+	"unicode.size", "unicode.state", "unicode.length", "unicode.asciiobject_size",
+	"gc.size", "gc.collecting",
+}
+
+var debugFields314 = []string{
+	"cookie", "version", "free_threaded",
+	"runtime.size", "runtime.finalizing", "runtime.interpreters_head",
+	"interp.size", "interp.id", "interp.next", "interp.threads_head", "interp.threads_main", "interp.gc",
+	"interp.imports_modules", "interp.sysdict", "interp.builtins", "interp.ceval_gil",
+	"interp.gil", "interp.gil_enabled", "interp.gil_locked", "interp.gil_holder",
+	"interp.code_object_generation", "interp.tlbc_generation",
+	"tstate.size", "tstate.prev", "tstate.next", "tstate.interp", "tstate.current_frame",
+	"tstate.thread_id", "tstate.native_thread_id", "tstate.datastack_chunk", "tstate.status",
+	"frame.size", "frame.previous", "frame.executable", "frame.instr_ptr", "frame.localsplus", "frame.owner",
+	"frame.stackpointer", "frame.tlbc_index",
+	"code.size", "code.filename", "code.name", "code.qualname", "code.linetable", "code.firstlineno",
+	"code.argcount", "code.localsplusnames", "code.localspluskinds", "code.co_code_adaptive", "code.co_tlbc",
+	"object.size", "object.ob_type",
+	"type.size", "type.tp_name", "type.tp_repr", "type.tp_flags",
+	"tuple.size", "tuple.ob_item", "tuple.ob_size",
+	"list.size", "list.ob_item", "list.ob_size",
+	"set.size", "set.used", "set.table", "set.mask",
+	"dict.size", "dict.ma_keys", "dict.ma_values",
+	"float.size", "float.ob_fval",
+	"long.size", "long.lv_tag", "long.ob_digit",
+	"bytes.size", "bytes.ob_size", "bytes.ob_sval",
+	"unicode.size", "unicode.state", "unicode.length", "unicode.asciiobject_size",
+	"gc.size", "gc.collecting",
+}
+
+// debugOffsets decodes _Py_DebugOffsets read from the start of _PyRuntime.
+func debugOffsets(raw []byte) (map[string]uint64, error) {
+	if len(raw) < 24 || !bytes.Equal(raw[:8], []byte(debugCookie)) {
+		return nil, fmt.Errorf("_PyRuntime does not start with the %q debug cookie", debugCookie)
+	}
+	hex := binary.LittleEndian.Uint64(raw[8:])
+	names := debugFields314
+	if hex>>16 == 0x030d {
+		names = debugFields313
+	}
+	if len(raw) < 8*len(names) {
+		return nil, fmt.Errorf("debug offsets truncated")
+	}
+	d := make(map[string]uint64, len(names))
+	for i, n := range names {
+		d[n] = binary.LittleEndian.Uint64(raw[8*i:])
+	}
+	return d, nil
+}
+
+// debugLayout builds a Layout from the target's own offsets; the fields the
+// debug offsets do not cover are those of 3.13, unchanged in 3.14.
+func debugLayout(v Version, d map[string]uint64) (Layout, error) {
+	l := common(v)
+	l.InterpretersHead = d["runtime.interpreters_head"]
+	l.InterpNext = d["interp.next"]
+	l.InterpModules = d["interp.imports_modules"]
+	l.InterpThreadsHead = d["interp.threads_head"]
+	l.TstateNext = d["tstate.next"]
+	l.TstateThreadID = d["tstate.thread_id"]
+	l.TstateNativeThreadID = d["tstate.native_thread_id"]
+	l.TstateFrame = d["tstate.current_frame"]
+	l.FrameCode = d["frame.executable"]
+	l.FramePrevious = d["frame.previous"]
+	if v.atLeast(3, 14) {
+		l.FrameCodeTagBits = 0x3 // _PyStackRef tag bits
+	}
+	l.DictKeys, l.DictValues = d["dict.ma_keys"], d["dict.ma_values"]
+	l.DictValuesArray = 8
+	l.UnicodeState, l.UnicodeLength = d["unicode.state"], d["unicode.length"]
+	l.ASCIIData = d["unicode.asciiobject_size"]
+	l.CompactData = l.ASCIIData + 0x10 // utf8_length, utf8
+	l.TypeName, l.TypeFlags = d["type.tp_name"], d["type.tp_flags"]
+	l.TupleSize, l.TupleItems = d["tuple.ob_size"], d["tuple.ob_item"]
+	l.CodeFilename, l.CodeName, l.CodeQualname = d["code.filename"], d["code.name"], d["code.qualname"]
+	l.CodeFirstLine = d["code.firstlineno"]
+
+	// A layout we guessed wrong (a future version that reordered the
+	// struct) shows up as offsets no CPython has had; better to refuse than
+	// to read garbage.
+	sane := d["object.ob_type"] == 8 && l.TstateNext != 0 && l.TstateNext < d["tstate.size"] &&
+		l.InterpModules < d["interp.size"] && l.InterpThreadsHead < d["interp.size"] &&
+		l.TstateNativeThreadID < d["tstate.size"] && l.FramePrevious < d["frame.size"] &&
+		l.CodeName < d["code.size"] && l.CodeFirstLine < d["code.size"] &&
+		l.ASCIIData >= 0x20 && l.ASCIIData <= 0x40 && l.TupleItems < 0x40 &&
+		l.InterpretersHead < d["runtime.size"]
+	if !sane {
+		return Layout{}, fmt.Errorf("CPython %s: _Py_DebugOffsets have a layout pyproc does not know (offsets out of range)", v)
+	}
+	return l, nil
+}

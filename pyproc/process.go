@@ -1,0 +1,161 @@
+package pyproc
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Process is an attached CPython process. It holds no lock on the target:
+// every call reads fresh memory.
+type Process struct {
+	Pid    int
+	Path   string // file holding the interpreter, as mapped by the target
+	layout Layout
+	m      mem
+	closer interface{ Close() error }
+	types  typeAddrs
+	// runtime is the address of _PyRuntime; hashKey is _Py_HashSecret's
+	// SipHash key, random per process.
+	runtime uint64
+	hashKey [2]uint64
+	// hashOK: 0 not yet checked, 1 our str hash matches the target's, -1 it
+	// does not (every lookup scans).
+	hashOK int8
+	Stats  Stats
+}
+
+// Stats counts how lookups went, to spot a hash path that stopped working.
+type Stats struct {
+	Fallbacks int // hashed probes that failed and fell back to a scan
+}
+
+// typeAddrs are the built-in type objects we compare ob_type with.
+type typeAddrs struct {
+	str, dict, module, function, typ, static, class, property, method, code, tuple uint64
+}
+
+// Attach finds the interpreter inside process pid and works out its version
+// and layout. It refuses versions before 3.10 and free-threaded builds.
+func Attach(pid int) (*Process, error) {
+	b, err := findInterpreter(pid)
+	if err != nil {
+		return nil, err
+	}
+	pm := newProcMemory(pid)
+	p, err := attach(pm, b)
+	if err != nil {
+		pm.Close()
+		return nil, fmt.Errorf("pid %d (%s): %w", pid, b.path, err)
+	}
+	p.Pid, p.closer = pid, pm
+	return p, nil
+}
+
+func attach(r Memory, b *interpBinary) (*Process, error) {
+	p := &Process{Path: b.path, m: mem{r}, runtime: b.syms["_PyRuntime"]}
+	v, flags, named := nameVersion(b.path)
+	if addr, ok := b.syms["Py_Version"]; ok {
+		hex, err := p.m.u32(addr)
+		if err != nil {
+			return nil, fmt.Errorf("reading Py_Version: %w", err)
+		}
+		v = Version{int(hex >> 24), int(hex >> 16 & 0xff), int(hex >> 8 & 0xff)}
+	} else if !named {
+		return nil, fmt.Errorf("cannot tell the CPython version: no Py_Version symbol and no version in the file name")
+	}
+	if v.Major != 3 || !v.atLeast(3, 10) {
+		return nil, fmt.Errorf("CPython %s is not supported: pyproc reads the object layout of CPython 3.10 and later", v)
+	}
+	if containsRune(flags, 't') {
+		return nil, fmt.Errorf("CPython %s is a free-threaded build (Py_GIL_DISABLED): it defers reference counts, so a watchpoint on a code object's ob_refcnt would not see calls", v)
+	}
+	var l Layout
+	if v.atLeast(3, 13) {
+		// Read enough for the longest known struct; the prefix tells which it is.
+		raw, err := p.m.bytes(p.runtime, 8*len(debugFields314))
+		if err != nil {
+			return nil, fmt.Errorf("reading _Py_DebugOffsets: %w", err)
+		}
+		d, err := debugOffsets(raw)
+		if err != nil {
+			return nil, fmt.Errorf("CPython %s: %w", v, err)
+		}
+		if d["free_threaded"] != 0 {
+			return nil, fmt.Errorf("CPython %s is a free-threaded build (Py_GIL_DISABLED): it defers reference counts, so a watchpoint on a code object's ob_refcnt would not see calls", v)
+		}
+		if hex := d["version"]; int(hex>>24) != v.Major || int(hex>>16&0xff) != v.Minor {
+			return nil, fmt.Errorf("Py_Version says %s but _Py_DebugOffsets says %#x", v, hex)
+		}
+		if l, err = debugLayout(v, d); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if l, err = tableLayout(v); err != nil {
+			return nil, err
+		}
+	}
+	p.layout = l
+	for _, name := range []string{"_Py_HashSecret", "PyUnicode_Type", "PyDict_Type", "PyModule_Type", "PyFunction_Type", "PyType_Type", "PyCode_Type", "PyTuple_Type"} {
+		if b.syms[name] == 0 {
+			return nil, fmt.Errorf("CPython %s: symbol %s not found in %s", v, name, b.path)
+		}
+	}
+	key, err := p.m.bytes(b.syms["_Py_HashSecret"], 16)
+	if err != nil {
+		return nil, fmt.Errorf("reading _Py_HashSecret: %w", err)
+	}
+	p.hashKey = [2]uint64{binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[8:])}
+	p.types = typeAddrs{
+		str: b.syms["PyUnicode_Type"], dict: b.syms["PyDict_Type"], module: b.syms["PyModule_Type"],
+		function: b.syms["PyFunction_Type"], typ: b.syms["PyType_Type"],
+		static: b.syms["PyStaticMethod_Type"], class: b.syms["PyClassMethod_Type"],
+		property: b.syms["PyProperty_Type"], method: b.syms["PyMethod_Type"],
+		code: b.syms["PyCode_Type"], tuple: b.syms["PyTuple_Type"],
+	}
+	return p, nil
+}
+
+func containsRune(s string, r rune) bool {
+	for _, c := range s {
+		if c == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Version is the target's CPython version.
+func (p *Process) Version() Version { return p.layout.Version }
+
+// Layout returns the offsets in use, for code that reads the same structures
+// elsewhere (BPF frame walks).
+func (p *Process) Layout() Layout { return p.layout }
+
+// Close releases the /proc/PID/mem descriptor, if one was opened.
+func (p *Process) Close() error {
+	if p.closer != nil {
+		return p.closer.Close()
+	}
+	return nil
+}
+
+// mainInterp is the oldest interpreter: the list is pushed at the head, so
+// the main one is last. Subinterpreters (rare) are not walked.
+func (p *Process) mainInterp() (uint64, error) {
+	in, err := p.m.ptr(p.runtime + p.layout.InterpretersHead)
+	if err != nil {
+		return 0, fmt.Errorf("no interpreter (is the runtime initialised?): %w", err)
+	}
+	for i := 0; i < 1024; i++ {
+		next, err := p.m.optPtr(in + p.layout.InterpNext)
+		if err != nil {
+			return 0, err
+		}
+		if next == 0 {
+			return in, nil
+		}
+		in = next
+	}
+	return 0, fmt.Errorf("interpreter list does not end")
+}

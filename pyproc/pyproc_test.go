@@ -1,0 +1,288 @@
+package pyproc
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// interpreters are the CPythons the image ships (design.md, "Tests on these
+// machines"); CI runs on the same kind of machine.
+var interpreters = []struct{ name, path string }{
+	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3"},
+	{"3.11", "/root/.pyenv/versions/3.11.7/bin/python3"},
+	{"3.12", "/root/.pyenv/versions/3.12.1/bin/python3"},
+	{"3.13", "/root/.pyenv/versions/3.13.0/bin/python3"},
+	{"debian-3.11", "/usr/bin/python3.11"},
+}
+
+const fixtureModule = "specfixture.workers"
+
+type shape struct {
+	Qualname     string `json:"qualname"`
+	ID           uint64 `json:"id"`
+	CodeQualname string `json:"code_qualname"`
+	Flags        uint32 `json:"flags"`
+	FirstLine    int    `json:"firstline"`
+}
+
+type target struct {
+	pid     int
+	shapes  []shape
+	tids    map[string]int
+	version []int
+}
+
+// startTarget runs testdata/target.py under python and waits for "ready".
+func startTarget(t testing.TB, python string) *target {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("interpreter %s not present", python)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("reading another process's memory needs root (or CAP_SYS_PTRACE)")
+	}
+	out := filepath.Join(t.TempDir(), "shapes.jsonl")
+	cmd := exec.Command(python, "testdata/target.py", out)
+	cmd.Env = append(os.Environ(), "PYTHONPATH=testdata", "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+	}()
+	select {
+	case line := <-ready:
+		if strings.TrimSpace(line) != "ready" {
+			t.Fatalf("%s: target said %q", python, line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: target not ready after 30s", python)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{pid: cmd.Process.Pid, tids: map[string]int{}}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var rec struct {
+			shape
+			Thread  string `json:"thread"`
+			TID     int    `json:"tid"`
+			Version []int  `json:"version"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		switch {
+		case rec.Thread != "":
+			tg.tids[rec.Thread] = rec.TID
+		case rec.Version != nil:
+			tg.version = rec.Version
+		default:
+			tg.shapes = append(tg.shapes, rec.shape)
+		}
+	}
+	return tg
+}
+
+func TestInterpreters(t *testing.T) {
+	for _, in := range interpreters {
+		t.Run(in.name, func(t *testing.T) {
+			tg := startTarget(t, in.path)
+			p, err := Attach(tg.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			checkVersion(t, p, tg)
+			checkShapes(t, p, tg)
+			checkErrors(t, p)
+			checkThreads(t, p, tg)
+		})
+	}
+}
+
+func checkVersion(t *testing.T, p *Process, tg *target) {
+	v := p.Version()
+	want := Version{tg.version[0], tg.version[1], tg.version[2]}
+	if v.Minor == 10 {
+		want.Micro = -1 // 3.10 exports no Py_Version: the file name gives major.minor only
+	}
+	if v != want {
+		t.Errorf("version %s, want %s", v, want)
+	}
+	t.Logf("CPython %s in %s", v, p.Path)
+}
+
+func checkShapes(t *testing.T, p *Process, tg *target) {
+	if len(tg.shapes) < 12 {
+		t.Fatalf("target reported %d shapes", len(tg.shapes))
+	}
+	for _, s := range tg.shapes {
+		c, err := p.FindCode(fixtureModule, s.Qualname)
+		if err != nil {
+			t.Errorf("%s: %v", s.Qualname, err)
+			continue
+		}
+		if c.Addr != s.ID {
+			t.Errorf("%s: code at %#x, target says %#x", s.Qualname, c.Addr, s.ID)
+		}
+		if c.Qualname != s.CodeQualname || c.FirstLine != s.FirstLine || c.Flags != s.Flags {
+			t.Errorf("%s: got %q line %d flags %#x, want %q line %d flags %#x",
+				s.Qualname, c.Qualname, c.FirstLine, c.Flags, s.CodeQualname, s.FirstLine, s.Flags)
+		}
+		if !strings.HasSuffix(c.Filename, "workers.py") || c.Refcnt == 0 {
+			t.Errorf("%s: filename %q refcnt %d", s.Qualname, c.Filename, c.Refcnt)
+		}
+		suspends := strings.HasSuffix(s.Qualname, "iter_tokens") || strings.HasSuffix(s.Qualname, "run_async")
+		if c.Suspends() != suspends {
+			t.Errorf("%s: Suspends() = %v", s.Qualname, c.Suspends())
+		}
+	}
+	if p.hashOK != 1 || p.Stats.Fallbacks != 0 {
+		t.Errorf("hashed lookups not used: hashOK %d, fallbacks %d", p.hashOK, p.Stats.Fallbacks)
+	}
+}
+
+func checkErrors(t *testing.T, p *Process) {
+	_, err := p.FindCode("specfixture.wrokers", "EAGLEWorkerV2.verify")
+	var mnf *ModuleNotFoundError
+	if !errors.As(err, &mnf) || !slices.Contains(mnf.Near, fixtureModule) {
+		t.Errorf("missing module: %v", err)
+	}
+	_, err = p.FindCode(fixtureModule, "EAGLEWorkerV2.verfy")
+	var ae *AttributeError
+	if !errors.As(err, &ae) || ae.Owner != fixtureModule+".EAGLEWorkerV2" || !slices.Contains(ae.Near, "verify") {
+		t.Errorf("missing attribute: %v", err)
+	}
+	_, err = p.FindCode(fixtureModule, "EagleWorkerV2.verify")
+	if !errors.As(err, &ae) || !slices.Contains(ae.Near, "EAGLEWorkerV2") {
+		t.Errorf("missing class: %v", err)
+	}
+	_, err = p.FindCode(fixtureModule, "CONSTANT")
+	var nf *NotFunctionError
+	if !errors.As(err, &nf) || nf.Type != "int" {
+		t.Errorf("not a function: %v", err)
+	}
+	t.Logf("errors read:\n  %v\n  %v\n  %v", mnf, ae, nf)
+}
+
+func checkThreads(t *testing.T, p *Process, tg *target) {
+	threads, err := p.Threads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tids []int
+	var main *Thread
+	for i, th := range threads {
+		tids = append(tids, th.TID)
+		if th.TID == tg.tids["main"] {
+			main = &threads[i]
+		}
+	}
+	if main == nil || tg.tids["main"] != tg.pid || !slices.Contains(tids, tg.tids["worker"]) {
+		t.Fatalf("thread TIDs %v, want main %d and worker %d", tids, tg.tids["main"], tg.tids["worker"])
+	}
+	stack, err := p.Stack(*main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range stack {
+		names = append(names, c.Name)
+	}
+	// The main thread blocks in sys.stdin.read() inside main().
+	if len(names) < 2 || names[0] != "main" || names[len(names)-1] != "<module>" {
+		t.Errorf("main thread stack %v, want main … <module>", names)
+	}
+}
+
+func TestRefusesOldPython(t *testing.T) {
+	tg := startOld(t, "/root/.pyenv/versions/3.9.18/bin/python3")
+	_, err := Attach(tg)
+	if err == nil || !strings.Contains(err.Error(), "3.9 is not supported") || !strings.Contains(err.Error(), "3.10") {
+		t.Fatalf("3.9: %v", err)
+	}
+	t.Log(err)
+}
+
+// startOld starts an idle interpreter (the fixture may not run on it).
+func startOld(t *testing.T, python string) int {
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("interpreter %s not present", python)
+	}
+	cmd := exec.Command(python, "-c", "import sys; print('ready', flush=True); sys.stdin.read()")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	bufio.NewReader(stdout).ReadString('\n')
+	return cmd.Process.Pid
+}
+
+func TestNotPython(t *testing.T) {
+	_, err := Attach(os.Getpid())
+	if err == nil || !strings.Contains(err.Error(), "not a CPython process") {
+		t.Fatalf("attach to a Go process: %v", err)
+	}
+}
+
+func BenchmarkFindCode(b *testing.B) {
+	for _, in := range interpreters {
+		b.Run(in.name, func(b *testing.B) {
+			tg := startTarget(b, in.path)
+			p, err := Attach(tg.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			for b.Loop() {
+				if _, err := p.FindCode(fixtureModule, "FrozenKVMTPWorkerV2.verify"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func ExampleProcess_FindCode() {
+	p, err := Attach(4242)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	c, err := p.FindCode("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2.verify")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("watch %#x (%s at %s:%d)\n", c.Addr, c.Qualname, c.Filename, c.FirstLine)
+}
