@@ -81,6 +81,9 @@ const (
 // staticmethod, classmethod, property (its getter), bound methods and
 // functools.wraps-style wrappers (__wrapped__) are unwrapped, because a
 // wrapper's code object is shared by everything it wraps.
+//
+// A module enters sys.modules before its body has run, so an AttributeError
+// shortly after an import can go away on retry.
 func (p *Process) FindCode(module, qualname string) (*Code, error) {
 	if module == "" || qualname == "" {
 		return nil, fmt.Errorf("FindCode: empty module or qualname")

@@ -76,10 +76,10 @@ type Layout struct {
 // common fills what is the same from 3.10 to 3.14 (design.md's table).
 func common(v Version) Layout {
 	return Layout{
-		Version:     v,
-		TstateNext:  0x8,
-		PthreadTID:  0x2d0,
-		DictUsed:    0x10, DictVersion: 0x18, DictKeys: 0x20, DictValues: 0x28,
+		Version:    v,
+		TstateNext: 0x8,
+		PthreadTID: 0x2d0,
+		DictUsed:   0x10, DictVersion: 0x18, DictKeys: 0x20, DictValues: 0x28,
 		UnicodeLength: 0x10, UnicodeHash: 0x18, UnicodeState: 0x20,
 		TypeName: 0x18, TypeFlags: 0xa8, TypeDict: 0x108, TypeMro: 0x158,
 		ModuleDict: 0x10,

@@ -6,7 +6,7 @@ import (
 )
 
 // Process is an attached CPython process. It holds no lock on the target:
-// every call reads fresh memory.
+// every call reads fresh memory. Not safe for concurrent use.
 type Process struct {
 	Pid    int
 	Path   string // file holding the interpreter, as mapped by the target
