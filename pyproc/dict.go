@@ -212,32 +212,6 @@ func (p *Process) dictGet(d uint64, key string) (uint64, bool, error) {
 	return p.dictScan(v, key)
 }
 
-// checkHash compares our hash of a few keys with the hash the target cached
-// in them. A build with another hash algorithm would make every probe miss,
-// so then every lookup scans instead.
-func (p *Process) checkHash(v *dictView) {
-	for ix := uint64(0); ix < v.nentries && ix < 64; ix++ {
-		k, _, _, err := p.dictEntry(v, ix)
-		if err != nil || k == 0 {
-			continue
-		}
-		h, err := p.strHead(k)
-		if err != nil || h.hash == -1 {
-			continue
-		}
-		s, err := p.readStr(k)
-		if err != nil {
-			continue
-		}
-		if p.strHash(s) == h.hash {
-			p.hashOK = 1
-		} else {
-			p.hashOK = -1
-		}
-		return
-	}
-}
-
 // dictKeys lists up to limit str keys, for error messages.
 func (p *Process) dictKeys(d uint64, limit int) ([]string, error) {
 	v, err := p.openDict(d)

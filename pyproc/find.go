@@ -25,6 +25,9 @@ type Code struct {
 	FirstLine int
 	Flags     uint32
 	Refcnt    uint64 // ob_refcnt when read
+	// Immortal (3.12+) code objects, those of deep-frozen stdlib modules, are
+	// never increfed: a watchpoint on them sees no calls.
+	Immortal bool
 }
 
 // Suspends says whether calls to it suspend and resume (generators, coroutines).
@@ -224,6 +227,8 @@ func (p *Process) readCode(fn uint64, path string) (*Code, error) {
 		Flags:     hdr.u32(l.CodeFlags),
 		FirstLine: int(int32(hdr.u32(l.CodeFirstLine))),
 	}
+	// _Py_IsImmortal: the low 32 bits of ob_refcnt, read as signed, are negative.
+	c.Immortal = l.Version.atLeast(3, 12) && int32(uint32(c.Refcnt)) < 0
 	if c.Name, err = p.readStr(hdr.u64(l.CodeName)); err != nil {
 		return nil, fmt.Errorf("%s: co_name: %w", path, err)
 	}

@@ -3,12 +3,10 @@ package pyproc
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +121,7 @@ func TestInterpreters(t *testing.T) {
 			checkShapes(t, p, tg)
 			checkErrors(t, p)
 			checkThreads(t, p, tg)
+			checkImmortal(t, p)
 		})
 	}
 }
@@ -156,7 +155,7 @@ func checkShapes(t *testing.T, p *Process, tg *target) {
 			t.Errorf("%s: got %q line %d flags %#x, want %q line %d flags %#x",
 				s.Qualname, c.Qualname, c.FirstLine, c.Flags, s.CodeQualname, s.FirstLine, s.Flags)
 		}
-		if !strings.HasSuffix(c.Filename, "workers.py") || c.Refcnt == 0 {
+		if !strings.HasSuffix(c.Filename, "workers.py") || c.Refcnt == 0 || c.Immortal {
 			t.Errorf("%s: filename %q refcnt %d", s.Qualname, c.Filename, c.Refcnt)
 		}
 		suspends := strings.HasSuffix(s.Qualname, "iter_tokens") || strings.HasSuffix(s.Qualname, "run_async")
@@ -166,91 +165,6 @@ func checkShapes(t *testing.T, p *Process, tg *target) {
 	}
 	if p.hashOK != 1 || p.Stats.Fallbacks != 0 {
 		t.Errorf("hashed lookups not used: hashOK %d, fallbacks %d", p.hashOK, p.Stats.Fallbacks)
-	}
-}
-
-func checkErrors(t *testing.T, p *Process) {
-	_, err := p.FindCode("specfixture.wrokers", "EAGLEWorkerV2.verify")
-	var mnf *ModuleNotFoundError
-	if !errors.As(err, &mnf) || !slices.Contains(mnf.Near, fixtureModule) {
-		t.Errorf("missing module: %v", err)
-	}
-	_, err = p.FindCode(fixtureModule, "EAGLEWorkerV2.verfy")
-	var ae *AttributeError
-	if !errors.As(err, &ae) || ae.Owner != fixtureModule+".EAGLEWorkerV2" || !slices.Contains(ae.Near, "verify") {
-		t.Errorf("missing attribute: %v", err)
-	}
-	_, err = p.FindCode(fixtureModule, "EagleWorkerV2.verify")
-	if !errors.As(err, &ae) || !slices.Contains(ae.Near, "EAGLEWorkerV2") {
-		t.Errorf("missing class: %v", err)
-	}
-	_, err = p.FindCode(fixtureModule, "CONSTANT")
-	var nf *NotFunctionError
-	if !errors.As(err, &nf) || nf.Type != "int" {
-		t.Errorf("not a function: %v", err)
-	}
-	t.Logf("errors read:\n  %v\n  %v\n  %v", mnf, ae, nf)
-}
-
-func checkThreads(t *testing.T, p *Process, tg *target) {
-	threads, err := p.Threads()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tids []int
-	var main *Thread
-	for i, th := range threads {
-		tids = append(tids, th.TID)
-		if th.TID == tg.tids["main"] {
-			main = &threads[i]
-		}
-	}
-	if main == nil || tg.tids["main"] != tg.pid || !slices.Contains(tids, tg.tids["worker"]) {
-		t.Fatalf("thread TIDs %v, want main %d and worker %d", tids, tg.tids["main"], tg.tids["worker"])
-	}
-	stack, err := p.Stack(*main)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range stack {
-		names = append(names, c.Name)
-	}
-	// The main thread blocks in sys.stdin.read() inside main().
-	if len(names) < 2 || names[0] != "main" || names[len(names)-1] != "<module>" {
-		t.Errorf("main thread stack %v, want main … <module>", names)
-	}
-}
-
-func TestRefusesOldPython(t *testing.T) {
-	tg := startOld(t, "/root/.pyenv/versions/3.9.18/bin/python3")
-	_, err := Attach(tg)
-	if err == nil || !strings.Contains(err.Error(), "3.9 is not supported") || !strings.Contains(err.Error(), "3.10") {
-		t.Fatalf("3.9: %v", err)
-	}
-	t.Log(err)
-}
-
-// startOld starts an idle interpreter (the fixture may not run on it).
-func startOld(t *testing.T, python string) int {
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("interpreter %s not present", python)
-	}
-	cmd := exec.Command(python, "-c", "import sys; print('ready', flush=True); sys.stdin.read()")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	bufio.NewReader(stdout).ReadString('\n')
-	return cmd.Process.Pid
-}
-
-func TestNotPython(t *testing.T) {
-	_, err := Attach(os.Getpid())
-	if err == nil || !strings.Contains(err.Error(), "not a CPython process") {
-		t.Fatalf("attach to a Go process: %v", err)
 	}
 }
 

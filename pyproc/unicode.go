@@ -25,7 +25,8 @@ func (p *Process) strHead(addr uint64) (strHeader, error) {
 	if !validObj(addr) {
 		return strHeader{}, fmt.Errorf("bad str pointer %#x", addr)
 	}
-	b, err := p.m.block(addr, int(l.CompactData))
+	// Only the fixed header: a short str can end right before an unmapped page.
+	b, err := p.m.block(addr, int(l.UnicodeState)+4)
 	if err != nil {
 		return strHeader{}, err
 	}
