@@ -40,7 +40,7 @@ type target struct {
 }
 
 // startTarget runs testdata/target.py under python and waits for "ready".
-func startTarget(t testing.TB, python string) *target {
+func startTarget(t testing.TB, python string, args ...string) *target {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("interpreter %s not present", python)
@@ -49,7 +49,7 @@ func startTarget(t testing.TB, python string) *target {
 		t.Skip("reading another process's memory needs root (or CAP_SYS_PTRACE)")
 	}
 	out := filepath.Join(t.TempDir(), "shapes.jsonl")
-	cmd := exec.Command(python, "testdata/target.py", out)
+	cmd := exec.Command(python, append([]string{"testdata/target.py", out}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONPATH=testdata", "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -168,21 +168,33 @@ func checkShapes(t *testing.T, p *Process, tg *target) {
 	}
 }
 
+// BenchmarkFindCode times one module → code walk (an inherited, decorated
+// method: MRO search and two unwraps), with sys.modules as the fixture
+// leaves it and with 5,000 more modules.
 func BenchmarkFindCode(b *testing.B) {
 	for _, in := range interpreters {
-		b.Run(in.name, func(b *testing.B) {
-			tg := startTarget(b, in.path)
-			p, err := Attach(tg.pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			for b.Loop() {
-				if _, err := p.FindCode(fixtureModule, "FrozenKVMTPWorkerV2.verify"); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		for _, extra := range []string{"0", "5000"} {
+			b.Run(in.name+"/modules+"+extra, func(b *testing.B) {
+				benchFindCode(b, in.path, extra)
+			})
+		}
+	}
+}
+
+func benchFindCode(b *testing.B, python, extra string) {
+	tg := startTarget(b, python, extra)
+	p, err := Attach(tg.pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	for b.Loop() {
+		if _, err := p.FindCode(fixtureModule, "FrozenKVMTPWorkerV2.verify"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if p.Stats.Fallbacks != 0 {
+		b.Errorf("%d lookups fell back to a scan", p.Stats.Fallbacks)
 	}
 }
 

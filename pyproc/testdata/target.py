@@ -1,6 +1,7 @@
 """pyproc test target: reports where each shape's code object lives, then idles.
 
-Usage: python target.py OUT.jsonl   (with testdata/ on PYTHONPATH)
+Usage: python target.py OUT.jsonl [N]   (with testdata/ on PYTHONPATH)
+N extra empty modules go into sys.modules, to size it like a large server's.
 Writes one JSON line per shape ({"qualname", "id", "code_qualname", "flags",
 "firstline"}), one per thread ({"thread", "tid"}) and one {"version"}; prints
 "ready"; then blocks reading stdin until killed or stdin closes.
@@ -8,6 +9,7 @@ Writes one JSON line per shape ({"qualname", "id", "code_qualname", "flags",
 import json
 import sys
 import threading
+import types
 
 import specfixture.workers as workers
 
@@ -20,6 +22,8 @@ def worker(started, up, stop):
 
 def main():
     out = open(sys.argv[1], "w")
+    for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 0):
+        sys.modules[f"filler.mod{i}"] = types.ModuleType(f"filler.mod{i}")
     for qualname, fn in workers.shapes():
         code = fn.__code__
         out.write(json.dumps({
