@@ -11,3 +11,6 @@ $sudo ./bin/probecost -target bench/callloop -calls 50000 -rounds 7
 echo
 echo "== span builder throughput (one core)"
 GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkBuilder' -benchtime 2s -cpu 1 ./spanbuilder
+echo
+echo "== GPU sampler against go-nvml's 8xH200 mock: time per sample, NVML calls/s at the default intervals, cost per stage span"
+GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkSampler|BenchmarkStageAttrs' -benchtime 2s -cpu 1 ./gpu
