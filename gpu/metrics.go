@@ -156,10 +156,14 @@ func (m *Metrics) observe(o metric.Observer, in *instruments) {
 		}
 		if s.Have&FEnergy != 0 {
 			o.ObserveFloat64(in.energy, float64(s.EnergyMJ)/1000, set)
-			if prev, ok := m.prevEnergy[d.UUID]; ok && s.EnergyMJ >= prev {
+			prev, ok := m.prevEnergy[d.UUID]
+			if !ok {
+				prev, ok = l.firstMJ, l.haveFirst // the first collection covers the session so far
+			}
+			if ok && s.EnergyMJ >= prev {
 				energyMJ += s.EnergyMJ - prev
 			} else {
-				haveEnergy = false // a GPU new to this interval: its share is unknown
+				haveEnergy = false
 			}
 			m.prevEnergy[d.UUID] = s.EnergyMJ
 		} else {
@@ -183,8 +187,10 @@ func (m *Metrics) observe(o metric.Observer, in *instruments) {
 }
 
 type devSample struct {
-	dev Device
-	smp Sample
+	dev       Device
+	smp       Sample
+	firstMJ   uint64 // the energy counter at the GPU's first sample
+	haveFirst bool
 }
 
 // latest returns the newest sample of each GPU the PID uses.
@@ -200,7 +206,7 @@ func (s *Sampler) latest() []devSample {
 			continue
 		}
 		if smp, ok := s.rings[i].latest(); ok {
-			out = append(out, devSample{s.devs[i], smp})
+			out = append(out, devSample{s.devs[i], smp, s.aggs[i].firstMJ, s.aggs[i].haveEnergy})
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/gpu"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
@@ -17,6 +18,7 @@ type liveSummary struct {
 	last      time.Time
 	lastSteps uint64
 	shown     bool
+	gpu       *gpu.Sampler // GPU columns, nil for none
 }
 
 func newLiveSummary(w io.Writer) *liveSummary { return &liveSummary{w: w, last: time.Now()} }
@@ -34,6 +36,9 @@ func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []
 		dropped += d
 	}
 	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats), s.Stats.Events, s.Drops()+dropped)
+	if cols := l.gpu.LiveColumns(); cols != "" {
+		fmt.Fprintf(l.w, "  %s", cols)
+	}
 	l.shown = true
 }
 
@@ -83,5 +88,8 @@ func printSummary(w io.Writer, r *Result) {
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
 	for _, e := range r.Export {
 		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full), %d failed\n", e.Name, e.Exported, e.Dropped, e.Failed)
+	}
+	for _, l := range r.GPU {
+		fmt.Fprintf(w, "  %s\n", l)
 	}
 }

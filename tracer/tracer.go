@@ -11,9 +11,11 @@ import (
 	"os"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/gpu"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -35,6 +37,12 @@ type Config struct {
 	// RequestIdle ends a request's root span after it took part in no step for
 	// this long (default 2s).
 	RequestIdle time.Duration
+
+	// GPU, when set, samples the GPUs the target uses; its state goes on each
+	// stage span, and out as metrics through MetricReaders (with the
+	// speculative-decoding ratios). Unavailable GPU state is one log line.
+	GPU           *gpu.Sampler
+	MetricReaders []sdkmetric.Reader
 }
 
 // Exporter is a named span exporter.
@@ -52,6 +60,7 @@ type Result struct {
 	Drops        uint64 // lost in the kernel: ring buffer full
 	Export       []ExportStats
 	Elapsed      time.Duration
+	GPU          []string // summary lines of the GPU state
 }
 
 // ExportStats counts one exporter's spans.
@@ -70,8 +79,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	procs, tp := pipeline(cfg)
+	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
+	// can take a second, which events would otherwise wait out in the kernel.
+	gpus := startGPU(cfg)
 	sess, err := loader.Attach(cfg.PID, targets, loader.Options{NoMulti: cfg.NoMulti})
 	if err != nil {
+		gpus.stop(&spanbuilder.Stats{}, cfg)
 		_ = tp.Shutdown(context.Background())
 		return nil, err
 	}
@@ -95,6 +108,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), sink)
 	live := newLiveSummary(cfg.Live)
+	gpus.attach(sink, live)
 	start := time.Now()
 
 	stop := make(chan struct{})
@@ -116,6 +130,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		sink.Expire(time.Now())
 		live.update(builder, sess, procs)
+		gpus.observe(&builder.Stats)
 	}
 	exited, runErr := sess.Run(stop, 100*time.Millisecond, builder.Add, tick)
 
@@ -135,6 +150,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	sink.Close()
 	live.clear()
+	res.GPU = gpus.stop(&builder.Stats, cfg)
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
