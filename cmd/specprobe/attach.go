@@ -27,6 +27,7 @@ func attachCmd() *cobra.Command {
 		noMulti   bool
 		quiet     bool
 		idle      time.Duration
+		gpuFl     *gpuFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "attach --pid PID [--engine NAME | --probes FILE] [--exporter NAME[=PATH]]...",
@@ -54,7 +55,14 @@ File exporters write to NAME=PATH or --output. Without --exporter, spans go to
 OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set.
 
 specprobe detaches completely on Ctrl-C, SIGTERM, --duration expiry or the
-target's exit; a stage in progress then ends with an error status.`,
+target's exit; a stage in progress then ends with an error status.
+
+GPU state: the GPUs the process has a compute context on are sampled through
+NVML (--gpu-interval, --gpu-process-interval, --gpu-gpm-interval; --no-gpu to
+skip); each stage span gets the state that overlapped it (hw.*, specprobe.gpu.*),
+and with --metrics-exporter (or OTLP span export) the samples and the
+acceptance rate, accepted tokens per verify and energy per accepted token go
+out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pid == 0 {
 				return fmt.Errorf("--pid is required")
@@ -80,6 +88,9 @@ target's exit; a stage in progress then ends with an error status.`,
 				PID: pid, Spec: spec, SkipEndbr: !noSkip, NoMulti: noMulti, Duration: duration,
 				Exporters: exps, Log: os.Stderr, RequestIdle: idle,
 			}
+			if err := gpuFl.apply(cmd.Context(), &cfg, exporters); err != nil {
+				return err
+			}
 			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 				cfg.Live = os.Stderr
 			}
@@ -88,6 +99,7 @@ target's exit; a stage in progress then ends with an error status.`,
 		},
 	}
 	f := cmd.Flags()
+	gpuFl = addGPUFlags(f)
 	f.IntVarP(&pid, "pid", "p", 0, "process to trace")
 	f.StringVar(&specFile, "probes", "", "probe spec file (see docs/probe-spec.md)")
 	f.StringVar(&engine, "engine", "", "catalog spec to use (specprobe probes list)")
