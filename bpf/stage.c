@@ -28,7 +28,7 @@ struct pt_regs {
 
 enum source { SRC_ARG0, SRC_ARG1, SRC_ARG2, SRC_ARG3, SRC_ARG4, SRC_ARG5, SRC_RET };
 enum value_type { TYPE_INT, TYPE_STRING, TYPE_VECTOR_LEN };
-enum boundary { ENTRY, EXIT };
+enum boundary { ENTRY, EXIT, WATCH };
 
 struct value_spec {
 	u8 source;
@@ -193,6 +193,62 @@ int stage_entry(struct pt_regs *ctx) { return emit(ctx, ENTRY); }
 
 SEC("uretprobe")
 int stage_exit(struct pt_regs *ctx) { return emit(ctx, EXIT); }
+
+// A hardware write watchpoint on a Python code object's reference count hits
+// once when a frame of that code is pushed (+1) and once when it is popped
+// (-1). The program reports the value after the write and the instruction
+// pointer; user space tells entry from exit by the change in value and the
+// place it came from (design.md: Python targets).
+struct watch_ctx { // struct bpf_perf_event_data, with our pt_regs
+	struct pt_regs regs;
+	u64 sample_period;
+	u64 addr;
+};
+
+// Watched address -> site.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_SITES);
+	__type(key, u64);
+	__type(value, u32);
+} watches SEC(".maps");
+
+SEC("perf_event")
+int watch_hit(struct watch_ctx *ctx)
+{
+	u64 addr = ctx->addr;
+	u32 *site = bpf_map_lookup_elem(&watches, &addr);
+	if (!site)
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		u32 zero = 0;
+		u64 *n = bpf_map_lookup_elem(&drops, &zero);
+		if (n)
+			(*n)++;
+		return 0;
+	}
+	u64 id = bpf_get_current_pid_tgid();
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->pid = id >> 32;
+	e->tid = (u32)id;
+	e->site = *site;
+	e->boundary = WATCH;
+	e->failed = 0;
+	e->pad = 0;
+	e->str[0] = 0;
+	e->values[0] = 0;
+	if (bpf_probe_read_user(&e->values[0], sizeof(u64), (void *)addr))
+		e->failed = 1;
+	e->values[1] = ctx->regs.ip;
+	e->values[2] = 0;
+	e->values[3] = 0;
+	u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+	return 0;
+}
 
 // Programs that do nothing: the baseline `make bench` compares against.
 SEC("uprobe")

@@ -50,12 +50,14 @@ const (
 	StageMapDrops            = "drops"
 	StageMapEvents           = "events"
 	StageMapSites            = "sites"
+	StageMapWatches          = "watches"
 	StageProgBare            = "bare"
 	StageProgBareMulti       = "bare_multi"
 	StageProgStageEntry      = "stage_entry"
 	StageProgStageEntryMulti = "stage_entry_multi"
 	StageProgStageExit       = "stage_exit"
 	StageProgStageExitMulti  = "stage_exit_multi"
+	StageProgWatchHit        = "watch_hit"
 	StageVarUnusedConfig     = "unused_config"
 	StageVarUnusedEvent      = "unused_event"
 	StageVarWakeupBytes      = "wakeup_bytes"
@@ -109,15 +111,17 @@ type StageProgramSpecs struct {
 	StageEntryMulti *ebpf.ProgramSpec `ebpf:"stage_entry_multi"`
 	StageExit       *ebpf.ProgramSpec `ebpf:"stage_exit"`
 	StageExitMulti  *ebpf.ProgramSpec `ebpf:"stage_exit_multi"`
+	WatchHit        *ebpf.ProgramSpec `ebpf:"watch_hit"`
 }
 
 // StageMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageMapSpecs struct {
-	Drops  *ebpf.MapSpec `ebpf:"drops"`
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Sites  *ebpf.MapSpec `ebpf:"sites"`
+	Drops   *ebpf.MapSpec `ebpf:"drops"`
+	Events  *ebpf.MapSpec `ebpf:"events"`
+	Sites   *ebpf.MapSpec `ebpf:"sites"`
+	Watches *ebpf.MapSpec `ebpf:"watches"`
 }
 
 // StageVariableSpecs contains global variables before they are loaded into the kernel.
@@ -149,9 +153,10 @@ func (o *StageObjects) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageMaps struct {
-	Drops  *ebpf.Map `ebpf:"drops"`
-	Events *ebpf.Map `ebpf:"events"`
-	Sites  *ebpf.Map `ebpf:"sites"`
+	Drops   *ebpf.Map `ebpf:"drops"`
+	Events  *ebpf.Map `ebpf:"events"`
+	Sites   *ebpf.Map `ebpf:"sites"`
+	Watches *ebpf.Map `ebpf:"watches"`
 }
 
 func (m *StageMaps) Close() error {
@@ -159,6 +164,7 @@ func (m *StageMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.Sites,
+		m.Watches,
 	)
 }
 
@@ -181,6 +187,7 @@ type StagePrograms struct {
 	StageEntryMulti *ebpf.Program `ebpf:"stage_entry_multi"`
 	StageExit       *ebpf.Program `ebpf:"stage_exit"`
 	StageExitMulti  *ebpf.Program `ebpf:"stage_exit_multi"`
+	WatchHit        *ebpf.Program `ebpf:"watch_hit"`
 }
 
 func (p *StagePrograms) Close() error {
@@ -191,6 +198,7 @@ func (p *StagePrograms) Close() error {
 		p.StageEntryMulti,
 		p.StageExit,
 		p.StageExitMulti,
+		p.WatchHit,
 	)
 }
 

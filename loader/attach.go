@@ -34,6 +34,10 @@ type Session struct {
 	closed  bool
 	values  [][2][]probes.Named // per site and boundary, in the order BPF reads them
 	Stats   ReadStats
+	watches []*Watch
+	// Last reference count seen per watched site: a hit raising it is a frame
+	// push (entry), one lowering it a pop (exit).
+	refcnt map[uint32]uint64
 }
 
 // Attach arms entry and exit probes on every target, restricted to pid.
@@ -187,6 +191,9 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	for _, w := range s.watches {
+		s.DisarmWatch(w)
+	}
 	for _, l := range s.links {
 		errs = append(errs, l.Close())
 	}

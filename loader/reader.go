@@ -93,6 +93,9 @@ func (s *Session) decode(raw []byte, ev *spanbuilder.Event) bool {
 	}
 	s.Stats.Events++
 	site := binary.LittleEndian.Uint32(raw[16:])
+	if raw[20] == boundaryWatch {
+		return s.decodeWatch(raw, site, ev)
+	}
 	if int(site) >= len(s.Targets) {
 		s.Stats.UnknownSite++
 		return false
@@ -119,6 +122,33 @@ func (s *Session) decode(raw []byte, ev *spanbuilder.Event) bool {
 		ev.Values[ev.NValues] = spanbuilder.Value{Name: nv.Name, V: nv.Value.Convert(raw64)}
 		ev.NValues++
 	}
+	return true
+}
+
+const boundaryWatch = 2
+
+// decodeWatch turns a watchpoint hit into an entry or an exit by the change of
+// the reference count since the last hit on that code object.
+func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bool {
+	if raw[21] != 0 {
+		s.Stats.ReadFailed++
+		return false
+	}
+	val := binary.LittleEndian.Uint64(raw[offValues:])
+	last, known := s.refcnt[site]
+	s.refcnt[site] = val
+	if !known || val == last {
+		return false
+	}
+	*ev = spanbuilder.Event{
+		BootNs: binary.LittleEndian.Uint64(raw[0:]),
+		PID:    binary.LittleEndian.Uint32(raw[8:]),
+		TID:    binary.LittleEndian.Uint32(raw[12:]),
+		Site:   int(site),
+		Exit:   val < last,
+	}
+	ev.Values[0] = spanbuilder.Value{Name: "ip", V: int64(binary.LittleEndian.Uint64(raw[offValues+8:]))}
+	ev.NValues = 1
 	return true
 }
 

@@ -1,0 +1,115 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Breakpoint constants (linux/hw_breakpoint.h).
+const (
+	hwBreakpointW    = 2
+	hwBreakpointLen8 = 8
+)
+
+// Watch is one code object watched on every thread of a process.
+type Watch struct {
+	Addr  uint64
+	Site  uint32
+	fds   []int
+	links []link.Link
+}
+
+// ArmWatch puts a hardware write watchpoint on the 8 bytes at addr (a code
+// object's reference count) in every thread of pid, each running the
+// watch_hit program. inherit=1 covers the threads those threads create later.
+// refcnt is the count read just before arming, the base for telling the first hit.
+func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64) (*Watch, error) {
+	if addr%8 != 0 {
+		return nil, fmt.Errorf("watch address %#x is not 8-byte aligned", addr)
+	}
+	if err := s.objs.Watches.Put(addr, site); err != nil {
+		return nil, fmt.Errorf("registering watch %#x: %w", addr, err)
+	}
+	if s.refcnt == nil {
+		s.refcnt = map[uint32]uint64{}
+	}
+	s.refcnt[site] = refcnt
+	w := &Watch{Addr: addr, Site: site}
+	tids, err := threads(s.PID)
+	if err != nil {
+		s.DisarmWatch(w)
+		return nil, err
+	}
+	for _, tid := range tids {
+		fd, err := openBreakpoint(tid, addr)
+		if errors.Is(err, unix.ESRCH) {
+			continue // the thread ended meanwhile
+		}
+		if err != nil {
+			s.DisarmWatch(w)
+			if errors.Is(err, unix.ENOSPC) {
+				return nil, fmt.Errorf("no free debug register on thread %d of PID %d: x86 has 4 per thread and something (a debugger, another tracer, or more than 4 watched stages) holds them all", tid, s.PID)
+			}
+			return nil, fmt.Errorf("watchpoint on thread %d: %w", tid, err)
+		}
+		w.fds = append(w.fds, fd)
+		l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: s.objs.WatchHit, Attach: ebpf.AttachPerfEvent})
+		if err != nil {
+			s.DisarmWatch(w)
+			return nil, fmt.Errorf("attaching the watchpoint program on thread %d: %w", tid, err)
+		}
+		w.links = append(w.links, l)
+	}
+	s.watches = append(s.watches, w)
+	return w, nil
+}
+
+// DisarmWatch removes a watchpoint from every thread; safe on a partial watch.
+func (s *Session) DisarmWatch(w *Watch) {
+	for _, l := range w.links {
+		l.Close()
+	}
+	for _, fd := range w.fds {
+		unix.Close(fd)
+	}
+	w.links, w.fds = nil, nil
+	_ = s.objs.Watches.Delete(w.Addr)
+}
+
+func openBreakpoint(tid int, addr uint64) (int, error) {
+	attr := unix.PerfEventAttr{
+		Type:               unix.PERF_TYPE_BREAKPOINT,
+		Size:               uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample:             1,
+		Bits:               unix.PerfBitInherit | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Bp_type:            hwBreakpointW,
+		Ext1:               addr,
+		Ext2:               hwBreakpointLen8,
+		Wakeup:             1,
+		Sample_type:        unix.PERF_SAMPLE_IP,
+		Read_format:        0,
+		Branch_sample_type: 0,
+	}
+	return unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+}
+
+func threads(pid int) ([]int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("listing the threads of PID %d: %w", pid, err)
+	}
+	var tids []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
