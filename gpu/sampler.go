@@ -120,6 +120,9 @@ func (s *Sampler) startLine() string {
 			ids = append(ids, fmt.Sprintf("%d (%s, %s)", s.devs[i].Index, s.devs[i].Name, s.devs[i].UUID))
 		}
 	}
+	if s.pid == 0 {
+		return fmt.Sprintf("specprobe: GPU state: sampling all %d GPUs every %s", len(s.devs), s.opts.Interval)
+	}
 	if len(ids) == 0 {
 		return fmt.Sprintf("specprobe: GPU state: PID %d has no compute context on any of %d GPUs yet; looking again every %s", s.pid, len(s.devs), s.opts.ProcessInterval)
 	}
@@ -192,6 +195,10 @@ func (s *Sampler) round(now time.Time) {
 func (s *Sampler) scan() {
 	used := make([]bool, len(s.devs))
 	for i := range s.devs {
+		if s.pid == 0 { // the device check: every GPU
+			used[i] = true
+			continue
+		}
 		pids, err := s.b.pids(i)
 		if err != nil {
 			used[i] = s.used[i] // a failed list keeps what we knew
@@ -222,30 +229,4 @@ func (s *Sampler) Stop() {
 	<-s.done
 	s.stop = nil
 	s.b.close()
-}
-
-// Active reports whether GPU state is being sampled.
-func (s *Sampler) Active() bool {
-	if s == nil {
-		return false
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.active
-}
-
-// Used returns the GPUs the PID has a compute context on.
-func (s *Sampler) Used() []Device {
-	if s == nil {
-		return nil
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []Device
-	for i, u := range s.used {
-		if u {
-			out = append(out, s.devs[i])
-		}
-	}
-	return out
 }

@@ -154,3 +154,29 @@ func (s *Sampler) SummaryLines() []string {
 	}
 	return out
 }
+
+// Active reports whether GPU state is being sampled.
+func (s *Sampler) Active() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.active
+}
+
+// Used returns the GPUs the PID has a compute context on.
+func (s *Sampler) Used() []Device {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Device
+	for i, u := range s.used {
+		if u {
+			out = append(out, s.devs[i])
+		}
+	}
+	return out
+}
