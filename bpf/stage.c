@@ -82,6 +82,18 @@ struct {
 // more than the probe itself (design.md); the reader also drains on a timer.
 volatile const u64 wakeup_bytes = 64 * 1024;
 
+// Wake the reader only when the queued bytes cross wakeup_bytes: it drains
+// everything once woken, so one wakeup serves the next wakeup_bytes of events.
+// Records carry an 8-byte header in the ring; the window is a few records wide
+// so that records reserved at once on other CPUs cannot step over it.
+static __always_inline u64 wakeup_flags(void)
+{
+	u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	if (avail >= wakeup_bytes && avail < wakeup_bytes + 8 * (sizeof(struct event) + 8))
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 // Force the event layout into BTF for bpf2go -type.
 const struct event *unused_event __attribute__((unused));
 const struct site_config *unused_config __attribute__((unused));
@@ -174,10 +186,7 @@ static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
 			e->failed |= 1 << i;
 	}
 
-	u64 flags = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
 
@@ -243,10 +252,7 @@ int watch_hit(struct watch_ctx *ctx)
 	e->values[1] = ctx->regs.ip;
 	e->values[2] = 0;
 	e->values[3] = 0;
-	u64 flags = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
 

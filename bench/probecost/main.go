@@ -36,10 +36,14 @@ var configs = []config{
 	{"specprobe, on endbr64 (--no-endbr-skip)", "specprobe", false},
 }
 
-var wake uint64
+var (
+	wake uint64
+	ring uint32
+)
 
 func main() {
 	flag.Uint64Var(&wake, "wakeup-bytes", 0, "ring-buffer bytes waiting before the reader is woken (0: the default)")
+	flag.Func("ring-bytes", "ring-buffer size, a power of 2 (default 4 MiB)", func(s string) error { n, err := strconv.ParseUint(s, 0, 32); ring = uint32(n); return err })
 	binary := flag.String("target", "bench/callloop", "the call-loop binary")
 	calls := flag.Int("calls", 20000, "calls per measurement")
 	rounds := flag.Int("rounds", 5, "measurements per configuration")
@@ -108,7 +112,7 @@ func measure(binary string, calls int, c config) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		sess, err := loader.Attach(pid, targets, loader.Options{WakeupBytes: wake})
+		sess, err := loader.Attach(pid, targets, loader.Options{WakeupBytes: wake, RingBytes: ring})
 		if err != nil {
 			return 0, err
 		}
