@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -37,11 +39,13 @@ var configs = []config{
 }
 
 var (
-	wake uint64
-	ring uint32
+	wake      uint64
+	ring      uint32
+	pinTarget int
 )
 
 func main() {
+	flag.IntVar(&pinTarget, "pin-target", -1, "run the target on this CPU (run probecost itself elsewhere, e.g. with taskset)")
 	flag.Uint64Var(&wake, "wakeup-bytes", 0, "ring-buffer bytes waiting before the reader is woken (0: the default)")
 	flag.Func("ring-bytes", "ring-buffer size, a power of 2 (default 4 MiB)", func(s string) error { n, err := strconv.ParseUint(s, 0, 32); ring = uint32(n); return err })
 	binary := flag.String("target", "bench/callloop", "the call-loop binary")
@@ -96,6 +100,15 @@ func measure(binary string, calls int, c config) (float64, error) {
 		return 0, fmt.Errorf("target not ready: %q %v", line, err)
 	}
 	pid := cmd.Process.Pid
+	if pinTarget >= 0 {
+		// Keep the target off the CPU the reader runs on, so the numbers
+		// are the probe's cost, not the reader's competition for a core.
+		var set unix.CPUSet
+		set.Set(pinTarget)
+		if err := unix.SchedSetaffinity(pid, &set); err != nil {
+			return 0, fmt.Errorf("pinning the target to CPU %d: %w", pinTarget, err)
+		}
+	}
 	var closer io.Closer
 	switch c.probe {
 	case "bare":
