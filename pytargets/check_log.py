@@ -105,7 +105,14 @@ def main(argv=None):
         if acc.get("ts_ns", 0) < v["end_ns"]:
             err("line %d: accept resolved before its verify ended (step %d)" % (acc["_line"], acc["step"]))
     verifies = sorted(s["step"] for (step, st), s in by_step.items() if st == "verify")
-    missing = [st for st in verifies if st not in acc_by_step]
+    # vLLM: a step whose batch verified no drafts (only prefills) has no accept line.
+    missing = [st for st in verifies if st not in acc_by_step
+               and by_step[(st, "verify")].get("num_spec_reqs", 1) != 0]
+    for acc in accepts:
+        v = by_step.get((acc["step"], "verify"))
+        if v is not None and "num_spec_reqs" in v and v["num_spec_reqs"] != len(acc["rids"]):
+            err("line %d: accept names %d requests, verify had %d with drafts" % (
+                acc["_line"], len(acc["rids"]), v["num_spec_reqs"]))
     if missing and end is not None and not crashed:
         err("verify steps without an accept: %s" % missing[:10])
 
