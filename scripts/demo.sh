@@ -19,7 +19,7 @@ done
 
 echo "== specprobe attach --pid $demo (demo target: 2 threads, 300 requests)"
 $sudo ./bin/specprobe attach --pid "$demo" --exporter otlp-file="$out/spans.jsonl" \
-	--exporter perfetto="$out/trace.json" 2>&1 | tee "$out/attach.log" &
+	--exporter perfetto="$out/trace.json" --exporter console >"$out/console.txt" 2> >(tee "$out/attach.log" >&2) &
 tracer=$!
 until grep -q 'attached to PID' "$out/attach.log" 2>/dev/null; do
 	kill -0 $tracer 2>/dev/null || { echo "specprobe failed to attach"; exit 1; }
@@ -30,5 +30,6 @@ wait $tracer
 wait $demo || true
 echo
 echo "== demo target's own count: $(cat "$out/demo.stderr")"
-grep -q "\"name\":\"spec_verify\"" "$out/spans.jsonl" && echo "== $out/spans.jsonl holds spec_draft/spec_verify/spec_draft_extend spans"
+echo "== the first stage spans (console exporter, in time order; all of them in $out/console.txt):"
+sort "$out/console.txt" | head -n 12
 echo "== wrote $out/spans.jsonl (OTLP JSON lines), $out/trace.json (open in ui.perfetto.dev), $out/truth.jsonl"
