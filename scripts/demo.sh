@@ -5,6 +5,7 @@
 set -euo pipefail
 out=${1:-out}
 mkdir -p "$out"
+rm -f "$out"/attach.log "$out"/demo.stdout "$out"/console.txt "$out"/spans.jsonl "$out"/trace.json "$out"/truth.jsonl
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
 
@@ -31,5 +32,5 @@ wait $demo || true
 echo
 echo "== demo target's own count: $(cat "$out/demo.stderr")"
 echo "== the first stage spans (console exporter, in time order; all of them in $out/console.txt):"
-sort "$out/console.txt" | head -n 12
+sort "$out/console.txt" | sed -n 1,12p
 echo "== wrote $out/spans.jsonl (OTLP JSON lines), $out/trace.json (open in ui.perfetto.dev), $out/truth.jsonl"
