@@ -48,7 +48,9 @@ func matches(want string, s elf.Symbol) (demangled string, ok bool) {
 	if s.Name == want {
 		return demangle.Filter(s.Name), true
 	}
-	if !strings.HasPrefix(s.Name, "_Z") {
+	// Compiler clones (.cold, .isra.0, .constprop.0, .part.0) are not the
+	// function's entry, or take a changed ABI: only an exact name selects one.
+	if !strings.HasPrefix(s.Name, "_Z") || strings.Contains(s.Name, ".") {
 		return "", false
 	}
 	full := demangle.Filter(s.Name)
