@@ -21,11 +21,11 @@ func buildOverloads(t *testing.T, flags ...string) string {
 func TestFindSymbolForms(t *testing.T) {
 	bin := buildOverloads(t, "-fcf-protection=none")
 	for _, want := range []string{
-		"engine::draft_tokens",                   // demangled, no parameters
-		"engine::draft_tokens(int)",              // full signature
-		"_ZN6engine12draft_tokensEi",             // mangled
-		"engine::Sampler::accept",                // a method
-		"engine::verify(int, int)",               // one overload, by signature
+		"engine::draft_tokens",       // demangled, no parameters
+		"engine::draft_tokens(int)",  // full signature
+		"_ZN6engine12draft_tokensEi", // mangled
+		"engine::Sampler::accept",    // a method
+		"engine::verify(int, int)",   // one overload, by signature
 		"engine::Sampler::accept(std::vector<int, std::allocator<int> > const&, bool)",
 	} {
 		s, err := FindSymbol(bin, want)
