@@ -252,7 +252,9 @@ int watch_hit(struct watch_ctx *ctx)
 	e->values[1] = ctx->regs.ip;
 	e->values[2] = 0;
 	e->values[3] = 0;
-	bpf_ringbuf_submit(e, wakeup_flags());
+	// Wake the reader at once: it reads the call's arguments from user space
+	// while the call still runs (stage calls are milliseconds long and few).
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -25,8 +25,9 @@ type Options struct {
 
 // Session is a set of armed probes on one process.
 type Session struct {
-	PID     int
-	Targets []Target
+	PID       int
+	Targets   []Target
+	PyTargets []PyTarget
 	Multi   bool
 	objs    bpf.StageObjects
 	links   []link.Link

@@ -169,5 +169,5 @@ func (s *Session) Sites() []spanbuilder.Site {
 	for i, t := range s.Targets {
 		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch}
 	}
-	return out
+	return append(out, s.pySites()...)
 }

@@ -28,7 +28,7 @@ func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
 	var out []Target
 	for _, name := range probes.StageNames {
 		st := spec.Stages[name]
-		if st == nil {
+		if st == nil || st.IsPython() {
 			continue
 		}
 		t, err := resolveStage(pid, maps, st, skipEndbr)

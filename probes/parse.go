@@ -171,8 +171,18 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 
 func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	what := "stages." + name
-	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values")
+	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests")
 	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
+	if _, ok := f["module"]; ok {
+		p.pythonStage(s, n, f, what)
+		return s
+	}
+	if _, ok := f["qualname"]; ok {
+		p.fail(n, "%s: qualname needs module (a Python stage is module + qualname)", what)
+	}
+	if r, ok := f["requests"]; ok {
+		p.fail(r, "%s.requests: only Python stages read a request list (native stages use request_id)", what)
+	}
 	if b, ok := f["binary"]; ok {
 		s.Binary = p.strs(b, what+".binary")
 	} else {

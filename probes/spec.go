@@ -49,6 +49,24 @@ type Stage struct {
 	RequestID *Value
 	Values    map[string]*Value
 	Line      int
+
+	// A Python stage is a function found by module and qualified name
+	// instead of binary and symbol (docs/probe-spec.md, Python stages).
+	Module   string
+	Qualname string
+	Requests *PyRequests
+}
+
+// IsPython tells a Python stage from a native one.
+func (s *Stage) IsPython() bool { return s.Module != "" }
+
+// PyRequests says where a Python stage call's requests are: the list at Path
+// from the argument Arg, each request's id at ID (read while the call runs).
+type PyRequests struct {
+	Arg  string
+	Path string
+	ID   string
+	Line int
 }
 
 // Boundary is the moment of a call at which a value is read.

@@ -33,6 +33,9 @@ type Event struct {
 	RequestID string // empty when the boundary reads none
 	Values    [4]Value
 	NValues   int
+	// Requests a batch call named itself (a Python stage's request list, read
+	// while the call ran), in batch order.
+	Requests []string
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -44,6 +47,7 @@ type Call struct {
 	Values     []Value
 	Err        string
 	batch      bool
+	requests   []string
 }
 
 // Step is what one request went through in one decode step of one thread.
@@ -73,6 +77,7 @@ type openCall struct {
 	start     uint64
 	requestID string
 	values    []Value
+	requests  []string
 }
 
 type thread struct {
@@ -105,7 +110,7 @@ func (b *Builder) Add(e *Event) {
 			}
 			t.lastOrd = ord
 		}
-		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: copyValues(e)})
+		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: copyValues(e), requests: e.Requests})
 		return
 	}
 	// Find the matching entry; calls above it lost their exit (a dropped event
@@ -127,6 +132,9 @@ func (b *Builder) Add(e *Event) {
 		oc.requestID = e.RequestID
 	}
 	oc.values = append(oc.values, copyValues(e)...)
+	if e.Requests != nil {
+		oc.requests = e.Requests
+	}
 	b.finish(e.TID, t, oc, e.BootNs, "")
 }
 
@@ -142,7 +150,7 @@ func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg 
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
 		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end),
-		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch,
+		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch, requests: oc.requests,
 	}
 	b.Stats.observe(&c)
 	t.step = append(t.step, c)
@@ -160,6 +168,11 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 	for _, c := range calls {
 		if !c.batch && c.RequestID != "" && !slices.Contains(rids, c.RequestID) {
 			rids = append(rids, c.RequestID)
+		}
+		for _, r := range c.requests {
+			if !slices.Contains(rids, r) {
+				rids = append(rids, r)
+			}
 		}
 	}
 	if len(rids) == 0 {

@@ -1,0 +1,83 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+// PyTarget is a Python stage found in the process: the code object to watch.
+type PyTarget struct {
+	Stage *probes.Stage
+	Code  *pyproc.Code
+}
+
+// ResolvePython finds the code object of every Python stage of spec. Engines
+// import their workers lazily, so a module not imported yet is waited for,
+// up to wait.
+func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) ([]PyTarget, error) {
+	var out []PyTarget
+	deadline := time.Now().Add(wait)
+	for _, name := range probes.StageNames {
+		st := spec.Stages[name]
+		if st == nil || !st.IsPython() {
+			continue
+		}
+		for {
+			code, err := proc.FindCode(st.Module, st.Qualname)
+			var notYet *pyproc.ModuleNotFoundError
+			var noAttr *pyproc.AttributeError
+			if (errors.As(err, &notYet) || errors.As(err, &noAttr)) && time.Now().Before(deadline) {
+				// A module appears in sys.modules before its body has run.
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
+			}
+			if code.Suspends() {
+				return nil, fmt.Errorf("%s: stage %s: %s.%s is a generator or coroutine: a watchpoint sees its creation and destruction, not its runs, so it cannot be traced as a stage", spec.File, name, st.Module, st.Qualname)
+			}
+			if code.Immortal {
+				return nil, fmt.Errorf("%s: stage %s: the code object of %s.%s is immortal (never reference-counted), so calls to it cannot be seen", spec.File, name, st.Module, st.Qualname)
+			}
+			out = append(out, PyTarget{Stage: st, Code: code})
+			break
+		}
+	}
+	return out, nil
+}
+
+// ArmPython watches each Python target's code object on every thread; their
+// sites follow the native ones.
+func (s *Session) ArmPython(targets []PyTarget) error {
+	for _, t := range targets {
+		site := uint32(len(s.Targets) + len(s.PyTargets))
+		if _, err := s.ArmWatch(t.Code.Addr, site, t.Code.Refcnt); err != nil {
+			return fmt.Errorf("stage %s (%s.%s): %w", t.Stage.Name, t.Stage.Module, t.Stage.Qualname, err)
+		}
+		s.PyTargets = append(s.PyTargets, t)
+	}
+	return nil
+}
+
+// PySite returns the Python target of a site, if it is one.
+func (s *Session) PySite(site int) (*PyTarget, bool) {
+	i := site - len(s.Targets)
+	if i < 0 || i >= len(s.PyTargets) {
+		return nil, false
+	}
+	return &s.PyTargets[i], true
+}
+
+func (s *Session) pySites() []spanbuilder.Site {
+	var out []spanbuilder.Site
+	for _, t := range s.PyTargets {
+		out = append(out, spanbuilder.Site{Stage: t.Stage.Name, Batch: true})
+	}
+	return out
+}

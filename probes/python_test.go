@@ -1,0 +1,51 @@
+package probes
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePythonStage(t *testing.T) {
+	s, err := Parse("py.yaml", []byte(`engine: sglang
+stages:
+  verify:
+    module: sglang.srt.speculative.eagle_worker_v2
+    qualname: EAGLEWorkerV2.verify
+    requests: {arg: batch, path: "reqs[*]", id: rid}
+  draft:
+    module: sglang.srt.speculative.eagle_worker_v2
+    qualname: EagleDraftWorker.draft
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.Stages[Verify]
+	if !v.IsPython() || v.Module != "sglang.srt.speculative.eagle_worker_v2" || v.Qualname != "EAGLEWorkerV2.verify" || v.Scope != ScopeBatch {
+		t.Errorf("verify: %+v", v)
+	}
+	if r := v.Requests; r == nil || r.Arg != "batch" || r.Path != "reqs[*]" || r.ID != "rid" || r.Line != 6 {
+		t.Errorf("requests: %+v", r)
+	}
+	if d := s.Stages[Draft]; !d.IsPython() || d.Requests != nil {
+		t.Errorf("draft: %+v", d)
+	}
+}
+
+func TestParsePythonStageErrors(t *testing.T) {
+	for _, c := range []struct{ stage, want string }{
+		{"module: a.b\n    qualname: C.f\n    symbol: f", "py.yaml:6: stages.verify.symbol: a Python stage (module + qualname) has no symbol"},
+		{"module: a.b", "py.yaml:4: stages.verify: missing qualname"},
+		{"qualname: C.f\n    binary: x\n    symbol: f\n    scope: batch", "py.yaml:4: stages.verify: qualname needs module"},
+		{"module: a..b\n    qualname: C.f", "py.yaml:4: stages.verify.module: \"a..b\" is not a dotted module name"},
+		{"module: a.b\n    qualname: C.f\n    scope: request", "py.yaml:6: stages.verify.scope: Python stages are batch stages"},
+		{"module: a.b\n    qualname: C.f\n    requests: {arg: batch, path: \"reqs[*]\"}", "py.yaml:6: stages.verify.requests: missing id"},
+		{"module: a.b\n    qualname: C.f\n    requests: {arg: 1x, path: reqs, id: rid}", "py.yaml:6: stages.verify.requests.arg: \"1x\" is not an argument name"},
+		{"module: a.b\n    qualname: C.f\n    requests: {arg: b, path: \"reqs[x]\", id: rid}", "py.yaml:6: stages.verify.requests.path: \"reqs[x]\" is not an object path"},
+		{"binary: x\n    symbol: f\n    scope: batch\n    requests: {arg: b, path: r, id: i}", "py.yaml:7: stages.verify.requests: only Python stages read a request list"},
+	} {
+		_, err := Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    "+c.stage+"\n"))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q:\n got  %v\n want %s", c.stage, err, c.want)
+		}
+	}
+}
