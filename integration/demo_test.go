@@ -73,7 +73,12 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // the same accepted counts, and probe times inside the target's own times.
 func compareWithTruth(t *testing.T, spans []sdktrace.ReadOnlySpan, truth []truthCall) {
 	t.Helper()
-	want := expected(truth)
+	compareExpected(t, spans, expected(truth))
+}
+
+// compareExpected checks the stage spans of every request against want.
+func compareExpected(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][]expectedCall) {
+	t.Helper()
 	got := map[string][]gotCall{}
 	byID := map[string]sdktrace.ReadOnlySpan{}
 	roots := map[string]int{}

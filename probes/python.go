@@ -36,8 +36,19 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 		p.fail(sc, "%s.scope: Python stages are batch stages; their requests come from requests:", what)
 	}
 	if r, ok := f["requests"]; ok {
-		rf := p.fields(r, what+".requests", "arg", "path", "id")
+		rf := p.fields(r, what+".requests", "arg", "path", "id", "resolved", "accepted")
 		req := &PyRequests{Line: r.Line}
+		for key, dst := range map[string]*string{"resolved": &req.Resolved, "accepted": &req.Accepted} {
+			if v, ok := rf[key]; ok {
+				*dst = p.str(v, what+".requests."+key)
+				if *dst != "" && !pyPath.MatchString(*dst) {
+					p.fail(v, "%s.requests.%s: %q is not an attribute path", what, key, *dst)
+				}
+			}
+		}
+		if (req.Resolved == "") != (req.Accepted == "") {
+			p.fail(r, "%s.requests: resolved and accepted go together (the counters of verifies resolved and drafts accepted)", what)
+		}
 		for key, dst := range map[string]*string{"arg": &req.Arg, "path": &req.Path, "id": &req.ID} {
 			v, ok := rf[key]
 			if !ok {
