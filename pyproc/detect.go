@@ -81,6 +81,9 @@ var wantSyms = []string{
 	"PyUnicode_Type", "PyDict_Type", "PyModule_Type", "PyFunction_Type", "PyType_Type",
 	"PyStaticMethod_Type", "PyClassMethod_Type", "PyProperty_Type", "PyMethod_Type",
 	"PyCode_Type", "PyTuple_Type",
+	// Eval's scalars and descriptors, Local's cells.
+	"PyList_Type", "PyLong_Type", "PyBool_Type", "PyFloat_Type", "_Py_NoneStruct",
+	"PyMemberDescr_Type", "PyGetSetDescr_Type", "PyCell_Type", "PyBytes_Type", "PyBaseObject_Type",
 }
 
 // findInterpreter looks for the file that defines _PyRuntime among the

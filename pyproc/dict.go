@@ -29,6 +29,12 @@ type dictView struct {
 	hasHash   bool
 	nentries  uint64
 	values    uint64 // split dicts: the values array; 0 when combined
+	// valuesCap bounds entry indices into values when the values say how
+	// many slots they have (3.13's PyDictValues.capacity); 0: unknown.
+	valuesCap uint64
+	// table is the whole keys object when it is small enough to copy in one
+	// read (most class and instance dicts): probes then cost no syscall.
+	table block
 }
 
 func (p *Process) openDict(d uint64) (*dictView, error) {
@@ -45,50 +51,7 @@ func (p *Process) openDict(d uint64) (*dictView, error) {
 			return nil, err
 		}
 	}
-	keys, values := hdr.u64(l.DictKeys), hdr.u64(l.DictValues)
-	if !validObj(keys) || values != 0 && !validObj(values) {
-		return nil, fmt.Errorf("dict at %#x: bad keys %#x or values %#x", d, keys, values)
-	}
-	k, err := p.m.block(keys, 0x28)
-	if err != nil {
-		return nil, err
-	}
-	v := &dictView{hasHash: true, entrySize: 24}
-	if l.DictKeysLegacy {
-		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
-		if v.size < 8 || v.size > maxDictSize || v.size&(v.size-1) != 0 {
-			return nil, fmt.Errorf("dict at %#x: bad size %d", d, v.size)
-		}
-		v.ixSize = ixSizeFor(v.size)
-		v.entries = v.indices + v.size*v.ixSize
-		if values != 0 {
-			v.values = values
-		}
-	} else {
-		log2, log2ix, kind := uint64(k.u8(0x8)), uint64(k.u8(0x9)), k.u8(0xa)
-		if log2 < 3 || log2 > 20 || kind > kindSplit {
-			return nil, fmt.Errorf("dict at %#x: bad keys header (log2 %d, kind %d)", d, log2, kind)
-		}
-		v.size, v.nentries, v.indices = 1<<log2, k.u64(0x18), keys+0x20
-		v.ixSize = ixSizeFor(v.size)
-		if 1<<log2ix != v.size*v.ixSize {
-			return nil, fmt.Errorf("dict at %#x: index bytes %d do not match size %d", d, uint64(1)<<log2ix, v.size)
-		}
-		v.entries = v.indices + 1<<log2ix
-		if kind != 0 {
-			v.hasHash, v.entrySize = false, 16
-		}
-		if kind == kindSplit {
-			if values == 0 {
-				return nil, fmt.Errorf("dict at %#x: split keys without values", d)
-			}
-			v.values = values + l.DictValuesArray
-		}
-	}
-	if v.nentries > v.size {
-		return nil, fmt.Errorf("dict at %#x: %d entries for %d slots", d, v.nentries, v.size)
-	}
-	return v, nil
+	return p.openKeys(hdr.u64(l.DictKeys), hdr.u64(l.DictValues), fmt.Sprintf("dict at %#x", d))
 }
 
 func ixSizeFor(size uint64) uint64 {
@@ -104,11 +67,11 @@ func ixSizeFor(size uint64) uint64 {
 }
 
 func (p *Process) dictIndex(v *dictView, slot uint64) (int64, error) {
-	b, err := p.m.bytes(v.indices+slot*v.ixSize, int(v.ixSize))
+	blk, err := p.span(v, v.indices+slot*v.ixSize, int(v.ixSize))
 	if err != nil {
 		return 0, err
 	}
-	blk := block{b: b}
+	b := blk.b
 	switch v.ixSize {
 	case 1:
 		return int64(int8(b[0])), nil
@@ -122,7 +85,7 @@ func (p *Process) dictIndex(v *dictView, slot uint64) (int64, error) {
 
 // dictEntry returns entry ix; key or value 0 means a deleted or unset slot.
 func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int64, err error) {
-	e, err := p.m.block(v.entries+ix*v.entrySize, int(v.entrySize))
+	e, err := p.span(v, v.entries+ix*v.entrySize, int(v.entrySize))
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -132,6 +95,9 @@ func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int
 		key, value = e.u64(0), e.u64(8)
 	}
 	if v.values != 0 {
+		if v.valuesCap != 0 && ix >= v.valuesCap {
+			return key, 0, hash, nil // added to the shared keys after these values were made
+		}
 		if value, err = p.m.u64(v.values + 8*ix); err != nil {
 			return 0, 0, 0, err
 		}
@@ -142,55 +108,56 @@ func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int
 var errProbe = errors.New("probe sequence does not end")
 
 // dictProbe looks key up the way CPython's lookdict does: start at
-// hash&mask, perturb, stop at an empty slot.
-func (p *Process) dictProbe(v *dictView, key string, hash int64) (uint64, bool, error) {
+// hash&mask, perturb, stop at an empty slot. It returns the value and the
+// entry index it sits at.
+func (p *Process) dictProbe(v *dictView, key string, hash int64) (uint64, int64, bool, error) {
 	mask := v.size - 1
 	i, perturb := uint64(hash)&mask, uint64(hash)
 	for n := 0; n < maxProbe; n++ {
 		ix, err := p.dictIndex(v, i)
 		if err != nil {
-			return 0, false, err
+			return 0, 0, false, err
 		}
 		if ix == dkixEmpty {
-			return 0, false, nil
+			return 0, 0, false, nil
 		}
 		if ix >= 0 {
 			if uint64(ix) >= v.nentries {
-				return 0, false, fmt.Errorf("index %d beyond %d entries", ix, v.nentries)
+				return 0, 0, false, fmt.Errorf("index %d beyond %d entries", ix, v.nentries)
 			}
 			k, val, h, err := p.dictEntry(v, uint64(ix))
 			if err != nil {
-				return 0, false, err
+				return 0, 0, false, err
 			}
 			if k != 0 && (!v.hasHash || h == hash) {
 				eq, err := p.strEquals(k, key, hash)
 				if err == nil && eq {
-					return val, val != 0, nil
+					return val, ix, val != 0, nil
 				}
 			}
 		}
 		perturb >>= 5
 		i = (i*5 + perturb + 1) & mask
 	}
-	return 0, false, errProbe
+	return 0, 0, false, errProbe
 }
 
 // dictScan is the slow path: compare every key.
-func (p *Process) dictScan(v *dictView, key string) (uint64, bool, error) {
+func (p *Process) dictScan(v *dictView, key string) (uint64, int64, bool, error) {
 	hash := p.strHash(key)
 	for ix := uint64(0); ix < v.nentries; ix++ {
 		k, val, _, err := p.dictEntry(v, ix)
 		if err != nil {
-			return 0, false, err
+			return 0, 0, false, err
 		}
 		if k == 0 || val == 0 {
 			continue
 		}
 		if eq, err := p.strEquals(k, key, hash); err == nil && eq {
-			return val, true, nil
+			return val, int64(ix), true, nil
 		}
 	}
-	return 0, false, nil
+	return 0, 0, false, nil
 }
 
 // dictGet returns the value for a str key in the dict at d.
@@ -199,13 +166,25 @@ func (p *Process) dictGet(d uint64, key string) (uint64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
+	return p.dictLookup(v, key)
+}
+
+// dictLookup probes by hash when our hash matches the target's, else scans.
+func (p *Process) dictLookup(v *dictView, key string) (uint64, bool, error) {
+	val, _, ok, err := p.dictLookupIx(v, key)
+	return val, ok, err
+}
+
+// dictLookupIx also returns the entry index, which for split keys (shared
+// by every instance of a class) can be reused with another instance's values.
+func (p *Process) dictLookupIx(v *dictView, key string) (uint64, int64, bool, error) {
 	if p.hashOK == 0 {
 		p.checkHash(v)
 	}
 	if p.hashOK > 0 {
-		val, ok, err := p.dictProbe(v, key, p.strHash(key))
+		val, ix, ok, err := p.dictProbe(v, key, p.strHash(key))
 		if err == nil {
-			return val, ok, nil
+			return val, ix, ok, nil
 		}
 		p.Stats.Fallbacks++
 	}
@@ -218,6 +197,11 @@ func (p *Process) dictKeys(d uint64, limit int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.viewKeys(v, limit)
+}
+
+// viewKeys lists up to limit str keys that have a value.
+func (p *Process) viewKeys(v *dictView, limit int) ([]string, error) {
 	var out []string
 	for ix := uint64(0); ix < v.nentries && len(out) < limit; ix++ {
 		k, val, _, err := p.dictEntry(v, ix)

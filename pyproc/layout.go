@@ -70,6 +70,27 @@ type Layout struct {
 
 	CodeFlags, CodeFilename, CodeName, CodeQualname, CodeFirstLine uint64 // CodeQualname 0 on 3.10
 
+	// Frame locals (FindFrame, Local). 3.10: PyFrameObject.f_localsplus
+	// indexed by co_varnames, then co_cellvars, co_freevars (CodeNLocals
+	// says where cells start); 3.11+: _PyInterpreterFrame.localsplus
+	// indexed by co_localsplusnames, co_localspluskinds marking cells.
+	FrameLocalsplus                         uint64
+	CodeArgcount                            uint64
+	CodeLocalsNames, CodeLocalsKinds        uint64 // kinds 0 on 3.10
+	CodeNLocals, CodeCellvars, CodeFreevars uint64 // 3.10 only
+	BytesData                               uint64 // ob_sval (co_localspluskinds is a bytes)
+	CellRef                                 uint64
+
+	// Values and instance attributes (Eval).
+	ListSize, ListItems  uint64
+	LongSize, LongDigits uint64 // LongSize is ob_size, or lv_tag when LongTagged (3.12+)
+	LongTagged           bool
+	FloatValue           uint64
+	// tp_basicsize, tp_dictoffset, ht_cached_keys (a heap type's shared keys).
+	TypeBasicSize, TypeDictOffset, TypeCachedKeys uint64
+	// PyMemberDescrObject.d_member → PyMemberDef type and offset (__slots__).
+	MemberDescrDef, MemberDefType, MemberDefOffset uint64
+
 	SipHashRounds int // compression rounds: 2 (siphash24, 3.10) or 1 (siphash13)
 }
 
@@ -90,6 +111,13 @@ func common(v Version) Layout {
 		CodeFlags:     0x30,
 		CFrameCurrent: -1,
 		SipHashRounds: 1,
+
+		FrameLocalsplus: 0x48, CodeArgcount: 0x34, CodeLocalsNames: 0x60, CodeLocalsKinds: 0x68,
+		BytesData: 0x20, CellRef: 0x10,
+		ListSize: 0x10, ListItems: 0x18, LongSize: 0x10, LongDigits: 0x18, FloatValue: 0x10,
+		TypeBasicSize: 0x20, TypeDictOffset: 0x120, TypeCachedKeys: 0x370,
+		MemberDescrDef: 0x28, MemberDefType: 0x8, MemberDefOffset: 0x10,
+		LongTagged: v.atLeast(3, 12),
 	}
 }
 
@@ -105,12 +133,17 @@ func tableLayout(v Version) (Layout, error) {
 		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
 		l.CodeFlags, l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeFirstLine = 0x24, 0x68, 0x70, 0, 0x28
 		l.SipHashRounds = 2
+		// f_localsplus follows f_blockstack[CO_MAXBLOCKS=20] of 12-byte PyTryBlocks.
+		l.FrameLocalsplus, l.CodeArgcount, l.CodeLocalsNames, l.CodeLocalsKinds = 0x160, 0x10, 0x48, 0
+		l.CodeNLocals, l.CodeCellvars, l.CodeFreevars = 0x1c, 0x58, 0x50
+		l.TypeCachedKeys = 0x368
 	case 11:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x378, 0x10
 		l.TstateThreadID, l.TstateNativeThreadID = 0x98, 0xa0
 		l.TstateFrame, l.CFrameCurrent, l.FrameCode, l.FramePrevious = 0x38, 0x8, 0x20, 0x30
 		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
 		l.CodeFirstLine = 0x48
+		l.CodeArgcount, l.TypeCachedKeys = 0x38, 0x368
 	case 12:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x3b0, 0x48
 		l.TstateThreadID, l.TstateNativeThreadID = 0x88, 0x90
@@ -223,6 +256,12 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.TupleSize, l.TupleItems = d["tuple.ob_size"], d["tuple.ob_item"]
 	l.CodeFilename, l.CodeName, l.CodeQualname = d["code.filename"], d["code.name"], d["code.qualname"]
 	l.CodeFirstLine = d["code.firstlineno"]
+	l.FrameLocalsplus, l.CodeArgcount = d["frame.localsplus"], d["code.argcount"]
+	l.CodeLocalsNames, l.CodeLocalsKinds = d["code.localsplusnames"], d["code.localspluskinds"]
+	l.BytesData = d["bytes.ob_sval"]
+	l.ListSize, l.ListItems = d["list.ob_size"], d["list.ob_item"]
+	l.LongSize, l.LongDigits = d["long.lv_tag"], d["long.ob_digit"]
+	l.FloatValue = d["float.ob_fval"]
 
 	// A layout we guessed wrong (a future version that reordered the
 	// struct) shows up as offsets no CPython has had; better to refuse than
@@ -232,7 +271,10 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 		l.TstateNativeThreadID < d["tstate.size"] && l.FramePrevious < d["frame.size"] &&
 		l.CodeName < d["code.size"] && l.CodeFirstLine < d["code.size"] &&
 		l.ASCIIData >= 0x20 && l.ASCIIData <= 0x40 && l.TupleItems < 0x40 &&
-		l.InterpretersHead < d["runtime.size"]
+		l.InterpretersHead < d["runtime.size"] &&
+		l.FrameLocalsplus < d["frame.size"] && l.CodeLocalsNames < d["code.size"] &&
+		l.CodeLocalsKinds < d["code.size"] && l.ListItems < 0x40 && l.LongDigits < 0x40 &&
+		l.FloatValue < 0x40 && l.BytesData < 0x40
 	if !sane {
 		return Layout{}, fmt.Errorf("CPython %s: _Py_DebugOffsets have a layout pyproc does not know (offsets out of range)", v)
 	}

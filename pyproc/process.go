@@ -21,7 +21,10 @@ type Process struct {
 	// hashOK: 0 not yet checked, 1 our str hash matches the target's, -1 it
 	// does not (every lookup scans).
 	hashOK int8
-	Stats  Stats
+	// tstates remembers which PyThreadState belongs to a TID (FindFrame),
+	// re-checked on every use.
+	tstates map[int]Thread
+	Stats   Stats
 }
 
 // Stats counts how lookups went, to spot a hash path that stopped working.
@@ -32,6 +35,9 @@ type Stats struct {
 // typeAddrs are the built-in type objects we compare ob_type with.
 type typeAddrs struct {
 	str, dict, module, function, typ, static, class, property, method, code, tuple uint64
+	// For Eval and Local; 0 when the binary does not export one (then
+	// tp_flags subclass bits or tp_name stand in).
+	list, long, boolean, float, none, member, getset, cell, bytes, object uint64
 }
 
 // Attach finds the interpreter inside process pid and works out its version
@@ -112,6 +118,10 @@ func attach(r Memory, b *interpBinary) (*Process, error) {
 		static: b.syms["PyStaticMethod_Type"], class: b.syms["PyClassMethod_Type"],
 		property: b.syms["PyProperty_Type"], method: b.syms["PyMethod_Type"],
 		code: b.syms["PyCode_Type"], tuple: b.syms["PyTuple_Type"],
+		list: b.syms["PyList_Type"], long: b.syms["PyLong_Type"], boolean: b.syms["PyBool_Type"],
+		float: b.syms["PyFloat_Type"], none: b.syms["_Py_NoneStruct"], member: b.syms["PyMemberDescr_Type"],
+		getset: b.syms["PyGetSetDescr_Type"], cell: b.syms["PyCell_Type"], bytes: b.syms["PyBytes_Type"],
+		object: b.syms["PyBaseObject_Type"],
 	}
 	return p, nil
 }

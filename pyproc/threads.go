@@ -81,14 +81,9 @@ const maxFrames = 4096
 // first, following the same offsets a BPF frame walk would use.
 func (p *Process) Stack(t Thread) ([]*Code, error) {
 	l := &p.layout
-	f, err := p.m.optPtr(t.Addr + l.TstateFrame)
+	f, err := p.currentFrame(t.Addr)
 	if err != nil {
 		return nil, err
-	}
-	if l.CFrameCurrent >= 0 && f != 0 {
-		if f, err = p.m.optPtr(f + uint64(l.CFrameCurrent)); err != nil {
-			return nil, err
-		}
 	}
 	var out []*Code
 	for n := 0; f != 0 && n < maxFrames; n++ {

@@ -30,6 +30,12 @@ func (p *Process) strHead(addr uint64) (strHeader, error) {
 	if err != nil {
 		return strHeader{}, err
 	}
+	return p.parseStrHead(addr, b)
+}
+
+// parseStrHead checks a str header already read into b (b.addr == addr).
+func (p *Process) parseStrHead(addr uint64, b block) (strHeader, error) {
+	l := &p.layout
 	if t := b.u64(8); t != p.types.str {
 		if err := p.checkSubtype(t, flagUnicodeSubclass, "str"); err != nil {
 			return strHeader{}, err

@@ -1,0 +1,79 @@
+package pyproc
+
+import "fmt"
+
+// maxTableRead: a keys object up to this size is read whole; keysGuess
+// bytes are read at first, which holds most instances' shared keys.
+const (
+	maxTableRead = 4096
+	keysGuess    = 512
+)
+
+// span returns n bytes at addr from the copied table, or reads them.
+func (p *Process) span(v *dictView, addr uint64, n int) (block, error) {
+	t := v.table
+	if addr >= t.addr && addr-t.addr+uint64(n) <= uint64(len(t.b)) {
+		return block{addr, t.b[addr-t.addr : addr-t.addr+uint64(n)]}, nil
+	}
+	return p.m.block(addr, n)
+}
+
+// openKeys decodes a keys table with, for split tables, the values array
+// that goes with it: a dict's ma_keys/ma_values, or (3.11+) a class's
+// shared keys (ht_cached_keys) with an instance's values, which exist
+// without any dict object. where names the owner in messages.
+func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error) {
+	l := &p.layout
+	if !validObj(keys) || values != 0 && !validObj(values) {
+		return nil, fmt.Errorf("%s: bad keys %#x or values %#x", where, keys, values)
+	}
+	// Small tables (instance attributes, most classes) fit in one read.
+	k, err := p.m.block(keys, keysGuess)
+	if err != nil {
+		if k, err = p.m.block(keys, 0x28); err != nil {
+			return nil, err
+		}
+	}
+	v := &dictView{hasHash: true, entrySize: 24}
+	if l.DictKeysLegacy {
+		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
+		if v.size < 8 || v.size > maxDictSize || v.size&(v.size-1) != 0 {
+			return nil, fmt.Errorf("%s: bad size %d", where, v.size)
+		}
+		v.ixSize = ixSizeFor(v.size)
+		v.entries = v.indices + v.size*v.ixSize
+		if values != 0 {
+			v.values = values
+		}
+	} else {
+		log2, log2ix, kind := uint64(k.u8(0x8)), uint64(k.u8(0x9)), k.u8(0xa)
+		if log2 < 3 || log2 > 20 || kind > kindSplit {
+			return nil, fmt.Errorf("%s: bad keys header (log2 %d, kind %d)", where, log2, kind)
+		}
+		v.size, v.nentries, v.indices = 1<<log2, k.u64(0x18), keys+0x20
+		v.ixSize = ixSizeFor(v.size)
+		if 1<<log2ix != v.size*v.ixSize {
+			return nil, fmt.Errorf("%s: index bytes %d do not match size %d", where, uint64(1)<<log2ix, v.size)
+		}
+		v.entries = v.indices + 1<<log2ix
+		if kind != 0 {
+			v.hasHash, v.entrySize = false, 16
+		}
+		if kind == kindSplit {
+			if values == 0 {
+				return nil, fmt.Errorf("%s: split keys without values", where)
+			}
+			v.values = values + l.DictValuesArray
+		}
+	}
+	if v.nentries > v.size {
+		return nil, fmt.Errorf("%s: %d entries for %d slots", where, v.nentries, v.size)
+	}
+	switch n := v.entries - keys + v.nentries*v.entrySize; {
+	case n <= uint64(len(k.b)):
+		v.table = k
+	case n <= maxTableRead:
+		v.table, _ = p.m.block(keys, int(n)) // on failure, read piecewise
+	}
+	return v, nil
+}

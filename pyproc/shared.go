@@ -1,0 +1,157 @@
+package pyproc
+
+import (
+	"fmt"
+	"strings"
+)
+
+// dictAttr looks name up in an instance's dict. A split dict (3.10
+// instances, and 3.11+ instances whose __dict__ was asked for) shares its
+// keys with the class, so the entry index found once serves every
+// instance of the class in the same Eval.
+func (e *evaluator) dictAttr(d uint64, name, where string) (uint64, bool, error) {
+	p, l := e.p, &e.p.layout
+	hdr, err := p.m.block(d, int(l.DictValues)+8)
+	if err != nil {
+		return 0, false, fmt.Errorf("instance dict: %w", err)
+	}
+	if t := hdr.u64(8); t != p.types.dict {
+		if err := p.checkSubtype(t, flagDictSubclass, "dict"); err != nil {
+			return 0, false, fmt.Errorf("instance dict: %w", err)
+		}
+	}
+	return e.lookupKeys(hdr.u64(l.DictKeys), hdr.u64(l.DictValues), name, where)
+}
+
+// lookupKeys finds name in a keys table; for a split table (values != 0)
+// the value comes from values. 3.13's values carry their capacity: an
+// entry added to the shared keys after these values were made has no slot.
+func (e *evaluator) lookupKeys(keys, values uint64, name, where string) (uint64, bool, error) {
+	p, l := e.p, &e.p.layout
+	sk := sharedKey{keys, name}
+	if ix, ok := e.shared[sk]; ok && values != 0 {
+		return e.sharedValue(values, ix)
+	}
+	v, err := p.openKeys(keys, values, "attributes of "+where)
+	if err != nil {
+		return 0, false, err
+	}
+	if values != 0 && l.DictValuesArray != 0 {
+		cb, err := e.read(values, 1)
+		if err != nil {
+			return 0, false, err
+		}
+		if cb.u8(0) == 0 {
+			return 0, false, nil // no slots at all
+		}
+		v.valuesCap = uint64(cb.u8(0))
+	}
+	val, ix, ok, err := p.dictLookupIx(v, name)
+	if err == nil && ok && v.values != 0 {
+		e.shared[sk] = ix
+	}
+	return val, ok, err
+}
+
+// sharedValue reads slot ix of a values array (one read; on 3.13 the
+// capacity byte comes with it).
+func (e *evaluator) sharedValue(values uint64, ix int64) (uint64, bool, error) {
+	l := &e.p.layout
+	off := l.DictValuesArray + 8*uint64(ix)
+	b, err := e.read(values, int(off+8))
+	if err != nil {
+		return 0, false, err
+	}
+	if l.DictValuesArray != 0 && uint64(ix) >= uint64(b.u8(0)) {
+		return 0, false, nil
+	}
+	v := b.u64(off)
+	if v != 0 && !validObj(v) {
+		return 0, false, fmt.Errorf("bad value pointer %#x", v)
+	}
+	return v, v != 0, nil
+}
+
+// attrNames lists what obj.name could have meant: the instance's attributes
+// and the class's non-dunder names. Only for error messages.
+func (e *evaluator) attrNames(obj uint64, ti *typeInfo) []string {
+	p := e.p
+	var out []string
+	dict, values, err := e.instanceStore(obj, ti)
+	switch {
+	case err != nil:
+	case dict != 0:
+		out, _ = p.dictKeys(dict, maxNearKeys)
+	case values != 0:
+		if v, err := p.openKeys(ti.cachedKeys, values, "shared keys"); err == nil {
+			if p.layout.DictValuesArray != 0 {
+				c, _ := p.m.u8(values)
+				v.valuesCap = max(uint64(c), 1) // 0 would mean "unknown"
+			}
+			out, _ = p.viewKeys(v, maxNearKeys)
+		}
+	}
+	for _, d := range e.classDicts(ti) {
+		keys, _ := p.dictKeys(d, maxNearKeys)
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "__") {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// read returns n bytes at addr from the last object header read (e.hint)
+// when it covers them, else reads them.
+func (e *evaluator) read(addr uint64, n int) (block, error) {
+	h := e.hint
+	if addr >= h.addr && addr-h.addr+uint64(n) <= uint64(len(h.b)) {
+		return block{addr, h.b[addr-h.addr : addr-h.addr+uint64(n)]}, nil
+	}
+	return e.p.m.block(addr, n)
+}
+
+func (e *evaluator) word(addr uint64) (uint64, error) {
+	b, err := e.read(addr, 8)
+	return b.u64(0), err
+}
+
+// grow rereads b when fewer than n bytes of it are known.
+func (p *Process) grow(b block, n uint64) (block, error) {
+	if n <= uint64(len(b.b)) {
+		return b, nil
+	}
+	return p.m.block(b.addr, int(n))
+}
+
+// slot reads a __slots__ member: PyMemberDescrObject.d_member → PyMemberDef
+// {name, type, offset}; the object pointer sits at obj+offset.
+func (e *evaluator) slot(obj uint64, ti *typeInfo, descr uint64, name, where string) (uint64, error) {
+	p, l := e.p, &e.p.layout
+	def, err := p.m.ptr(descr + l.MemberDescrDef)
+	if err != nil {
+		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("member descriptor: %w", err))
+	}
+	b, err := p.m.block(def, int(l.MemberDefOffset)+8)
+	if err != nil {
+		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("member descriptor: %w", err))
+	}
+	typ, off := int32(b.u32(l.MemberDefType)), int64(b.u64(l.MemberDefOffset))
+	if typ != tObject && typ != tObjectEx {
+		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("member %q holds a C value (type code %d), not an object", name, typ))
+	}
+	if off < 0x10 || off+8 > ti.basicsize {
+		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("slot %q at offset %d outside the object (%d bytes)", name, off, ti.basicsize))
+	}
+	v, err := p.m.optPtr(obj + uint64(off))
+	switch {
+	case err != nil:
+		return 0, e.fail(where, e.typeName(ti), err)
+	case v == 0 && typ == tObject && p.types.none != 0:
+		return p.types.none, nil
+	case v == 0:
+		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("slot %q is not set", name))
+	}
+	return v, nil
+}
