@@ -28,17 +28,19 @@ type Session struct {
 	PID       int
 	Targets   []Target
 	PyTargets []PyTarget
-	Multi   bool
-	objs    bpf.StageObjects
-	links   []link.Link
-	reader  *ringbuf.Reader
-	closed  bool
-	values  [][2][]probes.Named // per site and boundary, in the order BPF reads them
-	Stats   ReadStats
-	watches []*Watch
+	Multi     bool
+	objs      bpf.StageObjects
+	links     []link.Link
+	reader    *ringbuf.Reader
+	closed    bool
+	values    [][2][]probes.Named // per site and boundary, in the order BPF reads them
+	Stats     ReadStats
+	watches   []*Watch
 	// Last reference count seen per watched site: a hit raising it is a frame
 	// push (entry), one lowering it a pop (exit).
-	refcnt map[uint32]uint64
+	refcnt     map[uint32]uint64
+	symbolizer *Symbolizer
+	ipClasses  map[uint64]ipClass
 }
 
 // Attach arms entry and exit probes on every target, restricted to pid.

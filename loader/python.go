@@ -55,6 +55,12 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 // ArmPython watches each Python target's code object on every thread; their
 // sites follow the native ones.
 func (s *Session) ArmPython(targets []PyTarget) error {
+	if len(targets) > 0 {
+		// Symbols of the interpreter tell frame pushes and pops from other
+		// writes to a code object's reference count.
+		s.symbolizer, _ = NewSymbolizer(s.PID)
+		s.ipClasses = map[uint64]ipClass{}
+	}
 	for _, t := range targets {
 		site := uint32(len(s.Targets) + len(s.PyTargets))
 		if _, err := s.ArmWatch(t.Code.Addr, site, t.Code.Refcnt); err != nil {
@@ -80,4 +86,14 @@ func (s *Session) pySites() []spanbuilder.Site {
 		out = append(out, spanbuilder.Site{Stage: t.Stage.Name, Batch: true})
 	}
 	return out
+}
+
+// disarmSite stops watching a site whose code object was freed.
+func (s *Session) disarmSite(site uint32) {
+	delete(s.refcnt, site)
+	for _, w := range s.watches {
+		if w.Site == site {
+			s.DisarmWatch(w)
+		}
+	}
 }

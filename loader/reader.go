@@ -26,6 +26,9 @@ type ReadStats struct {
 	Events      uint64
 	ReadFailed  uint64 // values the BPF program could not read (bad pointer in the spec?)
 	UnknownSite uint64
+	// WatchIgnored counts watchpoint hits that were no call: f.__code__
+	// reads, objects freed, the freed code object's memory reused.
+	WatchIgnored uint64
 }
 
 // Run reads events in the order the probes fired and hands each to handle,
@@ -135,21 +138,62 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		return false
 	}
 	val := binary.LittleEndian.Uint64(raw[offValues:])
+	ip := binary.LittleEndian.Uint64(raw[offValues+8:])
 	last, known := s.refcnt[site]
+	if !known {
+		return false // disarmed: the code object was freed
+	}
 	s.refcnt[site] = val
-	if !known || val == last {
+	if val == 0 {
+		// Freed: its memory will be reused, and writes there mean nothing.
+		s.disarmSite(site)
 		return false
+	}
+	if val == last {
+		return false
+	}
+	exit := val < last
+	switch s.ipClass(ip) {
+	case ipOther:
+		s.Stats.WatchIgnored++
+		return false
+	case ipPush:
+		if exit {
+			s.Stats.WatchIgnored++
+			return false
+		}
+	case ipPop:
+		if !exit {
+			s.Stats.WatchIgnored++
+			return false
+		}
 	}
 	*ev = spanbuilder.Event{
 		BootNs: binary.LittleEndian.Uint64(raw[0:]),
 		PID:    binary.LittleEndian.Uint32(raw[8:]),
 		TID:    binary.LittleEndian.Uint32(raw[12:]),
 		Site:   int(site),
-		Exit:   val < last,
+		Exit:   exit,
 	}
-	ev.Values[0] = spanbuilder.Value{Name: "ip", V: int64(binary.LittleEndian.Uint64(raw[offValues+8:]))}
+	ev.Values[0] = spanbuilder.Value{Name: "ip", V: int64(ip)}
 	ev.NValues = 1
 	return true
+}
+
+// ipClass sorts an instruction pointer once, by the function it is in.
+func (s *Session) ipClass(ip uint64) ipClass {
+	if s.ipClasses == nil {
+		s.ipClasses = map[uint64]ipClass{}
+	}
+	c, ok := s.ipClasses[ip]
+	if !ok {
+		c = ipUnknown
+		if s.symbolizer != nil {
+			c = classifyIP(s.symbolizer.Name(ip))
+		}
+		s.ipClasses[ip] = c
+	}
+	return c
 }
 
 func requestID(v *probes.Value, raw uint64, str []byte) string {

@@ -62,18 +62,11 @@ func (s *Stage) IsPython() bool { return s.Module != "" }
 
 // PyRequests says where a Python stage call's requests are: the list at Path
 // from the argument Arg, each request's id at ID (read while the call runs).
-//
-// Resolved and Accepted, when given, are each request's counters of verifies
-// resolved and drafts accepted so far (SGLang: spec_verify_ct and
-// spec_num_correct_drafts): what each verify accepted is the change between
-// readings, stitched onto it when the engine resolves acceptance late.
 type PyRequests struct {
-	Arg      string
-	Path     string
-	ID       string
-	Resolved string
-	Accepted string
-	Line     int
+	Arg  string
+	Path string
+	ID   string
+	Line int
 }
 
 // Boundary is the moment of a call at which a value is read.

@@ -86,10 +86,21 @@ func printSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st))
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
+	if p := r.Python; p != nil {
+		fmt.Fprintf(w, "  python: requests read for %d calls, %d failed, %d too late (slowest read %s after the hit)%s\n",
+			p.Reads, p.Failed, p.Late, p.MaxLag.Round(time.Microsecond), lastError(p.LastError))
+	}
 	for _, e := range r.Export {
 		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full), %d failed\n", e.Name, e.Exported, e.Dropped, e.Failed)
 	}
 	for _, l := range r.GPU {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+}
+
+func lastError(e string) string {
+	if e == "" {
+		return ""
+	}
+	return "; last failure: " + e
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// Attached, when set, is closed once every probe is armed (tests and
 	// scripts start the workload then).
 	Attached chan<- struct{}
+	// ImportWait bounds the wait for a Python stage's module to be imported
+	// (default 30s).
+	ImportWait time.Duration
 	// RequestIdle ends a request's root span after it took part in no step for
 	// this long (default 2s).
 	RequestIdle time.Duration
@@ -60,6 +63,7 @@ type Result struct {
 	Drops        uint64 // lost in the kernel: ring buffer full
 	Export       []ExportStats
 	Elapsed      time.Duration
+	Python       *PyStats // nil without Python stages
 	GPU          []string // summary lines of the GPU state
 }
 
@@ -78,6 +82,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	py, err := preparePython(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer py.close()
 	procs, tp := pipeline(cfg)
 	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
 	// can take a second, which events would otherwise wait out in the kernel.
@@ -89,15 +98,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer sess.Close()
+	if err := py.arm(sess); err != nil {
+		gpus.stop(&spanbuilder.Stats{}, cfg)
+		_ = tp.Shutdown(context.Background())
+		return nil, err
+	}
 	exe := loader.Exe(cfg.PID)
 	mode := "uprobe_multi"
 	if !sess.Multi {
 		mode = "perf-event uprobes"
 	}
-	fmt.Fprintf(cfg.Log, "specprobe: attached to PID %d (%s), engine %s, %d stages (%s):\n", cfg.PID, exe, cfg.Spec.Engine, len(targets), mode)
+	fmt.Fprintf(cfg.Log, "specprobe: attached to PID %d (%s), engine %s, %d stages (%s):\n", cfg.PID, exe, cfg.Spec.Engine, len(targets)+len(sess.PyTargets), mode)
 	for _, t := range targets {
 		fmt.Fprintf(cfg.Log, "  %-12s %s in %s at +%#x (%s)\n", t.Stage.Name, t.Symbol.Demangled, t.File.Path, t.Offset, t.First)
 	}
+	py.describe(cfg.Log)
 	if cfg.Attached != nil {
 		close(cfg.Attached)
 	}
@@ -107,6 +122,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sink.IdleAfter = cfg.RequestIdle
 	}
 	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), sink)
+	add := py.filter(builder.Add)
 	live := newLiveSummary(cfg.Live)
 	gpus.attach(sink, live)
 	start := time.Now()
@@ -124,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// A thread that died mid-stage sends no exit. Look for dead threads
 		// first, then drain, so an exit queued just before the death still pairs.
 		dead := deadThreads(cfg.PID, builder.OpenThreads())
-		sess.Drain(builder.Add)
+		sess.Drain(add)
 		for _, tid := range dead {
 			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
 		}
@@ -132,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		live.update(builder, sess, procs)
 		gpus.observe(&builder.Stats)
 	}
-	exited, runErr := sess.Run(stop, 100*time.Millisecond, builder.Add, tick)
+	exited, runErr := sess.Run(stop, 100*time.Millisecond, add, tick)
 
 	res := &Result{TargetExited: exited, Read: sess.Stats, Drops: sess.Drops(), Elapsed: time.Since(start)}
 	// Detach before the slow part (export flushing): the target pays nothing from here on.
@@ -150,6 +166,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	sink.Close()
 	live.clear()
+	res.Python = py.stats()
 	res.GPU = gpus.stop(&builder.Stats, cfg)
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,186 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
+)
+
+// pyTruth is one line of a pytargets ground-truth log.
+type pyTruth struct {
+	Stage   string   `json:"stage"`
+	TID     uint32   `json:"tid"`
+	StartNs int64    `json:"start_ns"`
+	EndNs   int64    `json:"end_ns"`
+	RIDs    []string `json:"rids"`
+	Step    int      `json:"step"`
+	Mode    string   `json:"mode"`
+	Correct []int64  `json:"num_correct_drafts"`
+}
+
+// pyExpected turns a pytargets log into per-request stage calls. Accept
+// lines name the step whose verify they resolve (one loop later under
+// overlap scheduling), which is what specprobe must stitch.
+func pyExpected(t *testing.T, path string) map[string][]expectedCall {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []pyTruth
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l pyTruth
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("ground truth %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	accepted := map[int]map[string]int64{}
+	for _, l := range lines {
+		if l.Stage == "accept" {
+			m := map[string]int64{}
+			for i, rid := range l.RIDs {
+				m[rid] = l.Correct[i]
+			}
+			accepted[l.Step] = m
+		}
+	}
+	out := map[string][]expectedCall{}
+	for _, l := range lines {
+		// Prefill draft-extends are not part of a decode step; the spec
+		// traces _draft_extend_for_decode only.
+		if l.Stage == "" || l.Stage == "accept" || l.Mode == "prefill" {
+			continue
+		}
+		for _, rid := range l.RIDs {
+			c := expectedCall{stage: l.Stage, tid: l.TID, start: l.StartNs, end: l.EndNs}
+			if l.Stage == "verify" {
+				if n, ok := accepted[l.Step][rid]; ok {
+					c.correct = &n
+				}
+			}
+			out[rid] = append(out[rid], c)
+		}
+	}
+	return out
+}
+
+// TestSGLangTarget traces the SGLang-shaped target (overlap scheduling)
+// under every interpreter on the machine with the catalog spec and compares
+// every span with the target's own log. Accepted counts are not read from
+// Python targets yet: the spans must carry none.
+func TestSGLangTarget(t *testing.T) {
+	needRoot(t)
+	spec, err := probes.Lookup("sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	for _, py := range interpreters {
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			if _, err := os.Stat(py); err != nil {
+				t.Skipf("interpreter %s not installed", py)
+			}
+			log := filepath.Join(t.TempDir(), "truth.jsonl")
+			cmd := exec.Command(py, script, "--wait-signal", "--requests", "12", "--log", log)
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+				t.Fatalf("target not ready: %q", line)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			if !res.TargetExited {
+				t.Errorf("session ended with %q, want the target's exit", res.Reason)
+			}
+			// A read can miss a call that ended before it finished (the draft
+			// and the verify of a step both name its requests, so one is
+			// enough); what must hold is that the spans equal the log.
+			if p := res.Python; p == nil || p.Reads == 0 {
+				t.Errorf("python reads: %+v", p)
+			} else {
+				t.Logf("python reads: %+v", *p)
+			}
+			comparePython(t, spans, pyExpected(t, log), res.Python)
+			assertNoProbesLeft(t)
+		})
+	}
+}
+
+// comparePython checks that every stage span is one of the target's own calls
+// (same request, stage, thread, the probe times inside the call's, the same
+// accepted count), and how many of the calls were traced. Requests are read
+// from the target's memory while a call runs; a read that cannot finish
+// before the call returns drops that step's requests (counted as failed or
+// late), never attributes them wrongly.
+func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][]expectedCall, py *tracer.PyStats) {
+	t.Helper()
+	total, matched := 0, 0
+	for _, calls := range want {
+		total += len(calls)
+	}
+	used := map[string][]bool{}
+	for rid, calls := range want {
+		used[rid] = make([]bool, len(calls))
+	}
+	for _, s := range spans {
+		if !strings.HasPrefix(s.Name(), "spec_") {
+			continue
+		}
+		a := attrs(s)
+		rid := a["rid"].AsString()
+		g := gotCall{span: s, stage: strings.TrimPrefix(s.Name(), "spec_"), tid: a["thread.id"].AsInt64()}
+		if v, ok := a["num_correct_drafts"]; ok {
+			n := v.AsInt64()
+			g.correct = &n
+		}
+		found := false
+		for i, w := range want[rid] {
+			if used[rid][i] || w.stage != g.stage || int64(w.tid) != g.tid {
+				continue
+			}
+			start, end := s.StartTime().UnixNano(), s.EndTime().UnixNano()
+			if start < w.start-int64(clockSlack) || end > w.end+int64(clockSlack) {
+				continue
+			}
+			found = true
+			used[rid][i] = true
+			matched++
+			if g.correct != nil {
+				t.Errorf("%s %s at %s: num_correct_drafts %d, but no spec stage reads it", rid, g.stage, fmtNs(start), *g.correct)
+			}
+			break
+		}
+		if !found {
+			t.Errorf("%s span of %s at %s matches no call the target made", s.Name(), rid, fmtNs(s.StartTime().UnixNano()))
+		}
+	}
+	missed := total - matched
+	t.Logf("traced %d of %d stage calls (per request); reads %d, failed %d, late %d", matched, total, py.Reads, py.Failed, py.Late)
+	if missed > 0 && py.Failed+py.Late == 0 {
+		t.Errorf("%d calls missing with no failed or late read to explain them", missed)
+	}
+	if matched*10 < total*8 {
+		t.Errorf("only %d of %d calls traced", matched, total)
+	}
+}
