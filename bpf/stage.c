@@ -149,15 +149,11 @@ static __always_inline int read_value(struct regs *regs, struct value_spec *v,
 	}
 }
 
-static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
+// reserve takes a ring-buffer slot for an event and fills its header, or
+// counts a drop when the ring is full.
+static __always_inline struct event *reserve(u32 site, u8 boundary)
 {
-	u32 site = (u32)bpf_get_attach_cookie(ctx);
-	u32 key = site * 2 + boundary;
-	struct site_config *cfg = bpf_map_lookup_elem(&sites, &key);
-	if (!cfg)
-		return 0;
-
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
 	if (!e) {
 		u32 zero = 0;
 		u64 *n = bpf_map_lookup_elem(&drops, &zero);
@@ -165,7 +161,6 @@ static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
 			(*n)++;
 		return 0;
 	}
-
 	u64 id = bpf_get_current_pid_tgid();
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->pid = id >> 32;
@@ -175,6 +170,20 @@ static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
 	e->failed = 0;
 	e->pad = 0;
 	e->str[0] = 0;
+	return e;
+}
+
+static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
+{
+	u32 site = (u32)bpf_get_attach_cookie(ctx);
+	u32 key = site * 2 + boundary;
+	struct site_config *cfg = bpf_map_lookup_elem(&sites, &key);
+	if (!cfg)
+		return 0;
+
+	struct event *e = reserve(site, boundary);
+	if (!e)
+		return 0;
 
 	struct regs regs;
 	load_regs(ctx, &regs);
@@ -229,23 +238,9 @@ int watch_hit(struct watch_ctx *ctx)
 	u32 *site = bpf_map_lookup_elem(&watches, &addr);
 	if (!site)
 		return 0;
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		u32 zero = 0;
-		u64 *n = bpf_map_lookup_elem(&drops, &zero);
-		if (n)
-			(*n)++;
+	struct event *e = reserve(*site, WATCH);
+	if (!e)
 		return 0;
-	}
-	u64 id = bpf_get_current_pid_tgid();
-	e->boot_ns = bpf_ktime_get_boot_ns();
-	e->pid = id >> 32;
-	e->tid = (u32)id;
-	e->site = *site;
-	e->boundary = WATCH;
-	e->failed = 0;
-	e->pad = 0;
-	e->str[0] = 0;
 	e->values[0] = 0;
 	if (bpf_probe_read_user(&e->values[0], sizeof(u64), (void *)addr))
 		e->failed = 1;

@@ -3,10 +3,11 @@ package loader
 import (
 	"debug/elf"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/ianlancetaylor/demangle"
+
+	"github.com/specprobe/specprobe/internal/near"
 )
 
 // Symbol is a function found in a file, with where to put a uprobe on it.
@@ -119,12 +120,8 @@ func NearNames(path, want string, limit int) []string {
 	}
 	defer f.Close()
 	key := strings.ToLower(lastComponent(want))
-	type cand struct {
-		name string
-		dist int
-	}
 	seen := map[string]bool{}
-	var cands []cand
+	var cands near.List
 	for _, s := range funcs(f) {
 		name := demangle.Filter(s.Name)
 		short := name
@@ -136,25 +133,15 @@ func NearNames(path, want string, limit int) []string {
 		}
 		seen[short] = true
 		last := strings.ToLower(lastComponent(short))
-		d := editDistance(key, last)
+		d := near.Distance(key, last)
 		if strings.Contains(last, key) || strings.Contains(key, last) && len(last) > 3 {
 			d = min(d, 1+abs(len(last)-len(key))/4)
 		}
 		if d <= max(len(key)/3, 2) {
-			cands = append(cands, cand{short, d})
+			cands.Add(short, d)
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].dist != cands[j].dist {
-			return cands[i].dist < cands[j].dist
-		}
-		return cands[i].name < cands[j].name
-	})
-	var out []string
-	for i := 0; i < len(cands) && i < limit; i++ {
-		out = append(out, cands[i].name)
-	}
-	return out
+	return cands.Best(limit)
 }
 
 func lastComponent(name string) string {
@@ -165,26 +152,6 @@ func lastComponent(name string) string {
 		name = name[i+2:]
 	}
 	return name
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func abs(x int) int {
