@@ -12,8 +12,9 @@ import (
 
 // PyTarget is a Python stage found in the process: the code object to watch.
 type PyTarget struct {
-	Stage *probes.Stage
-	Code  *pyproc.Code
+	Stage    *probes.Stage
+	Code     *pyproc.Code
+	ReadFrom *pyproc.Code // the caller whose frame an accept stage reads
 }
 
 // ResolvePython finds the code object of every Python stage of spec. Engines
@@ -45,7 +46,13 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 			if code.Immortal {
 				return nil, fmt.Errorf("%s: stage %s: the code object of %s.%s is immortal (never reference-counted), so calls to it cannot be seen", spec.File, name, st.Module, st.Qualname)
 			}
-			out = append(out, PyTarget{Stage: st, Code: code})
+			t := PyTarget{Stage: st, Code: code}
+			if st.ReadFrom != "" {
+				if t.ReadFrom, err = proc.FindCode(st.Module, st.ReadFrom); err != nil {
+					return nil, fmt.Errorf("%s: stage %s: read_from: %w", spec.File, name, err)
+				}
+			}
+			out = append(out, t)
 			break
 		}
 	}

@@ -171,7 +171,7 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 
 func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	what := "stages." + name
-	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests")
+	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "read_from", "accepted")
 	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
 	if _, ok := f["module"]; ok {
 		p.pythonStage(s, n, f, what)
@@ -180,8 +180,10 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	if _, ok := f["qualname"]; ok {
 		p.fail(n, "%s: qualname needs module (a Python stage is module + qualname)", what)
 	}
-	if r, ok := f["requests"]; ok {
-		p.fail(r, "%s.requests: only Python stages read a request list (native stages use request_id)", what)
+	for _, key := range []string{"requests", "read_from", "accepted"} {
+		if r, ok := f[key]; ok {
+			p.fail(r, "%s.%s: only Python stages have %s (native stages use request_id and values)", what, key, key)
+		}
 	}
 	if b, ok := f["binary"]; ok {
 		s.Binary = p.strs(b, what+".binary")

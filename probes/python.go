@@ -14,11 +14,6 @@ var (
 
 // pythonStage checks a stage given by module and qualname.
 func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, what string) {
-	if s.Name == Accept {
-		// Acceptance that reaches the host a loop later (SGLang's overlap
-		// scheduler) is not read from Python targets yet.
-		p.fail(n, "%s: Python accept stages are not supported yet (draft, verify and draft_extend are)", what)
-	}
 	for _, native := range []string{"binary", "symbol", "request_id", "values"} {
 		if v, ok := f[native]; ok {
 			p.fail(v, "%s.%s: a Python stage (module + qualname) has no %s", what, native, native)
@@ -61,5 +56,40 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 			p.fail(rf["id"], "%s.requests.id: %q is not an attribute path like rid", what, req.ID)
 		}
 		s.Requests = req
+	}
+	p.pythonAccept(s, n, f, what)
+}
+
+// pythonAccept checks what an accept stage reads: the request list and the
+// accepted counts, from the frame of a caller still running when it returns.
+func (p *parser) pythonAccept(s *Stage, n *yaml.Node, f map[string]*yaml.Node, what string) {
+	rf, hasFrom := f["read_from"]
+	acc, hasAcc := f["accepted"]
+	if s.Name != Accept {
+		if hasFrom || hasAcc {
+			p.fail(n, "%s: read_from and accepted belong to the accept stage", what)
+		}
+		return
+	}
+	if !hasFrom || !hasAcc || s.Requests == nil {
+		p.fail(n, "%s: a Python accept stage needs read_from (a caller still running when it returns), requests and accepted", what)
+		return
+	}
+	s.ReadFrom = p.str(rf, what+".read_from")
+	if s.ReadFrom != "" && !pyDots.MatchString(s.ReadFrom) {
+		p.fail(rf, "%s.read_from: %q is not a qualified name like Class.method", what, s.ReadFrom)
+	}
+	af := p.fields(acc, what+".accepted", "arg", "path")
+	s.Accepted = &PyList{Line: acc.Line}
+	for key, dst := range map[string]*string{"arg": &s.Accepted.Arg, "path": &s.Accepted.Path} {
+		v, ok := af[key]
+		if !ok {
+			p.fail(acc, "%s.accepted: missing %s", what, key)
+			continue
+		}
+		*dst = p.str(v, what+".accepted."+key)
+	}
+	if s.Accepted.Path != "" && !pyPath.MatchString(s.Accepted.Path) {
+		p.fail(af["path"], "%s.accepted.path: %q is not an object path like counts[*]", what, s.Accepted.Path)
 	}
 }

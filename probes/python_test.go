@@ -41,11 +41,37 @@ func TestParsePythonStageErrors(t *testing.T) {
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: batch, path: \"reqs[*]\"}", "py.yaml:6: stages.verify.requests: missing id"},
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: 1x, path: reqs, id: rid}", "py.yaml:6: stages.verify.requests.arg: \"1x\" is not an argument name"},
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: b, path: \"reqs[x]\", id: rid}", "py.yaml:6: stages.verify.requests.path: \"reqs[x]\" is not an object path"},
-		{"binary: x\n    symbol: f\n    scope: batch\n    requests: {arg: b, path: r, id: i}", "py.yaml:7: stages.verify.requests: only Python stages read a request list"},
+		{"binary: x\n    symbol: f\n    scope: batch\n    requests: {arg: b, path: r, id: i}", "py.yaml:7: stages.verify.requests: only Python stages have requests"},
 	} {
 		_, err := Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    "+c.stage+"\n"))
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%q:\n got  %v\n want %s", c.stage, err, c.want)
 		}
+	}
+}
+
+func TestParsePythonAccept(t *testing.T) {
+	s, err := Parse("py.yaml", []byte(`engine: sglang
+stages:
+  verify:
+    module: m
+    qualname: W.verify
+  accept:
+    module: m.p
+    qualname: P._resolve
+    read_from: P.process_decode
+    requests: {arg: batch, path: "reqs[*]", id: rid}
+    accepted: {arg: result, path: "counts[*]"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.Stages[Accept]
+	if a.ReadFrom != "P.process_decode" || a.Accepted == nil || a.Accepted.Arg != "result" || a.Accepted.Path != "counts[*]" || a.Requests.Arg != "batch" {
+		t.Errorf("accept: %+v %+v", a, a.Accepted)
+	}
+	_, err = Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    module: m\n    qualname: W.v\n  accept:\n    module: m\n    qualname: P.r\n"))
+	if err == nil || !strings.Contains(err.Error(), "py.yaml:7: stages.accept: a Python accept stage needs read_from") {
+		t.Errorf("accept without reads: %v", err)
 	}
 }

@@ -55,6 +55,18 @@ type Stage struct {
 	Module   string
 	Qualname string
 	Requests *PyRequests
+	// For a Python accept stage: read when it returns, from the frame of
+	// ReadFrom (a function of the same module still running then), the
+	// accepted count of each request, index-aligned with Requests.
+	ReadFrom string
+	Accepted *PyList
+}
+
+// PyList is a list read from an argument of a Python frame.
+type PyList struct {
+	Arg  string
+	Path string
+	Line int
 }
 
 // IsPython tells a Python stage from a native one.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
@@ -15,10 +16,21 @@ import (
 // is busy inside it, so the object graph is not changing under the reads.
 // The reads count only if the call's exit came after they ended; else the
 // call names no request (counted as late) rather than maybe the wrong ones.
+//
+// Accepted counts that reach the host a loop later (an accept stage) are
+// matched to verifies first in, first out per request. That is exact only for
+// a request whose every verify was traced: one first seen in the first step
+// traced on its thread, or right after a step whose requests could not be
+// read, may have had a verify before, and gets no counts. A count that could
+// not be read stops the matching of everyone rather than shift later counts.
 type pyRequests struct {
 	proc    *pyproc.Process
 	sess    *loader.Session
+	late    *spanbuilder.LateAccept // nil without an accept stage
 	pending map[callKey]pendingRead
+	seen     map[string]bool   // requests named by some step already
+	stepRids map[uint32][]string // what this step's draft named, per thread
+	doubt    map[uint32]bool     // the next step's new requests may predate tracing
 	Stats   PyStats
 }
 
@@ -27,7 +39,11 @@ type PyStats struct {
 	Reads, Late, Failed uint64
 	// From the watchpoint hit to the end of the reads.
 	MaxLag, SumLag time.Duration
-	LastError      string
+	// Accepted counts: verifies that got theirs, and that went without
+	// (request already decoding when tracing began, or a step that could
+	// not be attributed).
+	Matched, Unmatched uint64
+	LastError          string
 }
 
 type callKey struct {
@@ -36,21 +52,35 @@ type callKey struct {
 }
 
 type pendingRead struct {
-	rids []string
-	end  uint64 // boot ns when the reads ended
-	err  error
+	rids   []string
+	counts []int64 // accept stages
+	end    uint64  // boot ns when the reads ended
+	err    error
 }
 
-func newPyRequests(proc *pyproc.Process, sess *loader.Session) *pyRequests {
-	return &pyRequests{proc: proc, sess: sess, pending: map[callKey]pendingRead{}}
+func newPyRequests(proc *pyproc.Process, sess *loader.Session, late *spanbuilder.LateAccept) *pyRequests {
+	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey]pendingRead{},
+		seen: map[string]bool{}, stepRids: map[uint32][]string{}, doubt: map[uint32]bool{}}
 }
 
-// handle reads at a Python stage call's entry and hands the requests to the
-// builder with the exit.
-func (p *pyRequests) handle(e *spanbuilder.Event) {
+// handle reads at a Python stage call's entry (an accept stage's at its
+// exit) and hands the requests to the builder with the exit; it returns
+// false for events that make no span.
+func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	t, ok := p.sess.PySite(e.Site)
-	if !ok || t.Stage.Requests == nil {
-		return
+	if !ok {
+		return true
+	}
+	name := t.Stage.Name
+	span := name != probes.Accept
+	if t.Stage.Requests == nil {
+		return span
+	}
+	if name == probes.Accept {
+		if e.Exit {
+			p.accepted(t, int(e.TID))
+		}
+		return false
 	}
 	key := callKey{e.Site, e.TID}
 	if !e.Exit {
@@ -58,16 +88,17 @@ func (p *pyRequests) handle(e *spanbuilder.Event) {
 		end := spanbuilder.BootNow()
 		p.Stats.MaxLag = max(p.Stats.MaxLag, time.Duration(end-e.BootNs))
 		p.Stats.SumLag += time.Duration(end - e.BootNs)
-		p.pending[key] = pendingRead{rids, end, err}
-		return
+		p.pending[key] = pendingRead{rids: rids, end: end, err: err}
+		return span
 	}
 	r, ok := p.pending[key]
 	delete(p.pending, key)
+	good := false
 	switch {
 	case !ok:
 	case r.err != nil:
 		p.Stats.Failed++
-		p.Stats.LastError = fmt.Sprintf("%s: %v", t.Stage.Name, r.err)
+		p.Stats.LastError = fmt.Sprintf("%s: %v", name, r.err)
 	case e.BootNs < r.end:
 		// The call had returned before the reads ended: they may have seen
 		// the next batch. Better no requests than wrong ones.
@@ -76,7 +107,118 @@ func (p *pyRequests) handle(e *spanbuilder.Event) {
 	default:
 		p.Stats.Reads++
 		e.Requests = r.rids
+		good = true
 	}
+	p.track(name, e.TID, good, r.rids)
+	return span
+}
+
+// track keeps the first-in-first-out matching of late counts honest.
+func (p *pyRequests) track(stage string, tid uint32, good bool, rids []string) {
+	if p.late == nil {
+		return
+	}
+	switch stage {
+	case probes.Draft:
+		p.stepRids[tid] = nil
+		if good {
+			p.stepRids[tid] = rids
+		}
+	case probes.Verify:
+		if !good {
+			rids = p.stepRids[tid]
+		}
+		p.stepRids[tid] = nil
+		if rids == nil {
+			// A step without requests: its verify's count cannot be placed.
+			p.late.ForgetAll()
+			p.doubt[tid] = true
+			return
+		}
+		if len(p.seen) > 1<<20 { // bounded memory: start over, doubting
+			p.seen = map[string]bool{}
+			p.doubt[tid] = true
+		}
+		first, known := p.doubt[tid]
+		for _, rid := range rids {
+			if !p.seen[rid] {
+				p.seen[rid] = true
+				if known && !first {
+					p.late.Follow(rid)
+				}
+			}
+		}
+		p.doubt[tid] = false
+	}
+}
+
+// accepted reads, as an accept stage returns, the accepted counts from the
+// frame of its caller, which is still running.
+func (p *pyRequests) accepted(t *loader.PyTarget, tid int) {
+	if p.late == nil || t.ReadFrom == nil {
+		return
+	}
+	frame, err := p.proc.FindFrame(tid, t.ReadFrom.Addr)
+	var rids []string
+	var counts []int64
+	if err == nil {
+		rids, err = p.evalIDs(frame, t.Stage.Requests.Arg, t.Stage.Requests.Path+"."+t.Stage.Requests.ID)
+	}
+	if err == nil {
+		counts, err = p.evalInts(frame, t.Stage.Accepted.Arg, t.Stage.Accepted.Path)
+	}
+	if err == nil && len(counts) != len(rids) {
+		err = fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))
+	}
+	if err == nil {
+		// Still the same call? Its frame must still run the caller.
+		_, err = p.proc.FindFrame(tid, t.ReadFrom.Addr)
+	}
+	if err != nil {
+		p.Stats.Failed++
+		p.Stats.LastError = fmt.Sprintf("accept: %v", err)
+		p.late.ForgetAll() // a lost count would shift every later one
+		for tid := range p.doubt {
+			p.doubt[tid] = true
+		}
+		return
+	}
+	now := time.Now()
+	for i, rid := range rids {
+		p.late.Accepted(rid, counts[i], now)
+	}
+}
+
+func (p *pyRequests) evalIDs(frame *pyproc.Frame, arg, path string) ([]string, error) {
+	obj, err := p.proc.Local(frame, arg)
+	if err != nil {
+		return nil, err
+	}
+	return idList(p.proc, obj, path)
+}
+
+func (p *pyRequests) evalInts(frame *pyproc.Frame, arg, path string) ([]int64, error) {
+	obj, err := p.proc.Local(frame, arg)
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.proc.Eval(obj, path)
+	if err != nil {
+		return nil, err
+	}
+	items, ok := v.([]pyproc.Value)
+	if !ok {
+		return nil, fmt.Errorf("%s: expected a list, got %T", path, v)
+	}
+	out := make([]int64, len(items))
+	for i, it := range items {
+		n, ok := it.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%s: item %d: expected an int, got %T", path, i, it)
+		}
+		out[i] = n
+	}
+	return out, nil
 }
 
 func (p *pyRequests) read(t *loader.PyTarget, tid int) ([]string, error) {
@@ -85,18 +227,19 @@ func (p *pyRequests) read(t *loader.PyTarget, tid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	arg, err := p.proc.Local(frame, spec.Arg)
-	if err != nil {
-		return nil, err
-	}
-	// One evaluation for every id: it shares the type lookups across items.
-	v, err := p.proc.Eval(arg, spec.Path+"."+spec.ID)
+	return p.evalIDs(frame, spec.Arg, spec.Path+"."+spec.ID)
+}
+
+// idList reads a path ending in every request's id (reqs[*].rid): one
+// evaluation shares the type lookups across items.
+func idList(proc *pyproc.Process, obj uint64, path string) ([]string, error) {
+	v, err := proc.Eval(obj, path)
 	if err != nil {
 		return nil, err
 	}
 	items, ok := v.([]pyproc.Value)
 	if !ok {
-		return nil, fmt.Errorf("%s.%s: expected a list, got %T", spec.Path, spec.ID, v)
+		return nil, fmt.Errorf("%s: expected a list, got %T", path, v)
 	}
 	rids := make([]string, len(items))
 	for i, it := range items {
@@ -106,7 +249,7 @@ func (p *pyRequests) read(t *loader.PyTarget, tid int) ([]string, error) {
 		case int64, uint64:
 			rids[i] = fmt.Sprint(x)
 		default:
-			return nil, fmt.Errorf("%s.%s: item %d: expected a str or int id, got %T", spec.Path, spec.ID, i, it)
+			return nil, fmt.Errorf("%s: item %d: expected a str or int id, got %T", path, i, it)
 		}
 	}
 	return rids, nil
@@ -118,6 +261,7 @@ type pySession struct {
 	proc    *pyproc.Process
 	targets []loader.PyTarget
 	reqs    *pyRequests
+	late    *spanbuilder.LateAccept
 }
 
 func preparePython(cfg Config) (*pySession, error) {
@@ -148,8 +292,36 @@ func (p *pySession) arm(sess *loader.Session) error {
 	if p == nil {
 		return nil
 	}
-	p.reqs = newPyRequests(p.proc, sess)
 	return sess.ArmPython(p.targets)
+}
+
+// sink puts the late-acceptance matching in front of next when the spec has
+// a Python accept stage.
+func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilder.Sink {
+	if p == nil {
+		return next
+	}
+	out := next
+	for _, t := range p.targets {
+		if t.Stage.Name == probes.Accept {
+			p.late = spanbuilder.NewLateAccept(next)
+			out = p.late
+		}
+	}
+	p.reqs = newPyRequests(p.proc, sess, p.late)
+	return out
+}
+
+func (p *pySession) expire(now time.Time) {
+	if p != nil && p.late != nil {
+		p.late.Expire(now)
+	}
+}
+
+func (p *pySession) flush() {
+	if p != nil && p.late != nil {
+		p.late.Close()
+	}
 }
 
 func (p *pySession) describe(w io.Writer) {
@@ -169,8 +341,9 @@ func (p *pySession) filter(add func(*spanbuilder.Event)) func(*spanbuilder.Event
 		return add
 	}
 	return func(e *spanbuilder.Event) {
-		p.reqs.handle(e)
-		add(e)
+		if p.reqs.handle(e) {
+			add(e)
+		}
 	}
 }
 
@@ -179,6 +352,9 @@ func (p *pySession) stats() *PyStats {
 		return nil
 	}
 	st := p.reqs.Stats
+	if p.late != nil {
+		st.Matched, st.Unmatched = p.late.Matched, p.late.Unmatched
+	}
 	return &st
 }
 

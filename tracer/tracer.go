@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.RequestIdle > 0 {
 		sink.IdleAfter = cfg.RequestIdle
 	}
-	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), sink)
+	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), py.sink(sink, sess))
 	add := py.filter(builder.Add)
 	live := newLiveSummary(cfg.Live)
 	gpus.attach(sink, live)
@@ -144,6 +144,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for _, tid := range dead {
 			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
 		}
+		py.expire(time.Now())
 		sink.Expire(time.Now())
 		live.update(builder, sess, procs)
 		gpus.observe(&builder.Stats)
@@ -164,6 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Reason = "interrupted"
 		builder.Flush(spanbuilder.BootNow(), "tracing stopped before the stage returned")
 	}
+	py.flush()
 	sink.Close()
 	live.clear()
 	res.Python = py.stats()
