@@ -24,14 +24,14 @@ import (
 // read, may have had a verify before, and gets no counts. A count that could
 // not be read stops the matching of everyone rather than shift later counts.
 type pyRequests struct {
-	proc    *pyproc.Process
-	sess    *loader.Session
-	late    *spanbuilder.LateAccept // nil without an accept stage
-	pending map[callKey]pendingRead
-	seen     map[string]bool   // requests named by some step already
+	proc     *pyproc.Process
+	sess     *loader.Session
+	late     *spanbuilder.LateAccept // nil without an accept stage
+	pending  map[callKey]pendingRead
+	seen     map[string]bool     // requests named by some step already
 	stepRids map[uint32][]string // what this step's draft named, per thread
 	doubt    map[uint32]bool     // the next step's new requests may predate tracing
-	Stats   PyStats
+	Stats    PyStats
 }
 
 // PyStats counts what the Python side could and could not read.
