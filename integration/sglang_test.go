@@ -79,7 +79,8 @@ func pyExpected(t *testing.T, path string) map[string][]expectedCall {
 	return out
 }
 
-// TestSGLangTarget traces the SGLang-shaped target (overlap scheduling)
+// TestSGLangTarget traces the SGLang-shaped target (overlap scheduling, stage
+// work scaled to a few milliseconds as on a GPU server)
 // under every interpreter on the machine with the catalog spec and compares
 // every span with the target's own log, accepted counts included (they
 // reach the host a loop later and are matched per request).
@@ -96,7 +97,7 @@ func TestSGLangTarget(t *testing.T) {
 				t.Skipf("interpreter %s not installed", py)
 			}
 			log := filepath.Join(t.TempDir(), "truth.jsonl")
-			cmd := exec.Command(py, script, "--wait-signal", "--requests", "12", "--log", log)
+			cmd := exec.Command(py, script, "--wait-signal", "--requests", "12", "--work-scale", "3", "--log", log)
 			stdout, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {

@@ -47,6 +47,8 @@ def add_common_args(p):
                    help="read the verify method's __code__ in the loop each step (caveat test)")
     p.add_argument("--noise-calls", type=int, default=20000,
                    help="unrelated small Python calls per step (default 20000)")
+    p.add_argument("--work-scale", type=float, default=1.0,
+                   help="multiply each stage's CPU work (default 1: stages of ~0.2-2 ms)")
 
 
 def start(args, banner, engine):
@@ -60,6 +62,8 @@ def start(args, banner, engine):
     log = _groundtruth.TruthLog(args.log)
     _groundtruth.set_truth(log)
     _faults.CRASH_VERIFY_AT = args.crash_in_verify
+    import _workload
+    _workload.SCALE = args.work_scale
     _faults.HOLD_FRAMES = args.hold_frame
     stopper = Stopper()
     if args.wait_signal:
