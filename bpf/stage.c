@@ -260,4 +260,7 @@ int bare(struct pt_regs *ctx) { return 0; }
 SEC("uprobe.multi")
 int bare_multi(struct pt_regs *ctx) { return 0; }
 
+SEC("perf_event")
+int watch_bare(void *ctx) { return 0; }
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

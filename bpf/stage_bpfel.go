@@ -57,6 +57,7 @@ const (
 	StageProgStageEntryMulti = "stage_entry_multi"
 	StageProgStageExit       = "stage_exit"
 	StageProgStageExitMulti  = "stage_exit_multi"
+	StageProgWatchBare       = "watch_bare"
 	StageProgWatchHit        = "watch_hit"
 	StageVarUnusedConfig     = "unused_config"
 	StageVarUnusedEvent      = "unused_event"
@@ -111,6 +112,7 @@ type StageProgramSpecs struct {
 	StageEntryMulti *ebpf.ProgramSpec `ebpf:"stage_entry_multi"`
 	StageExit       *ebpf.ProgramSpec `ebpf:"stage_exit"`
 	StageExitMulti  *ebpf.ProgramSpec `ebpf:"stage_exit_multi"`
+	WatchBare       *ebpf.ProgramSpec `ebpf:"watch_bare"`
 	WatchHit        *ebpf.ProgramSpec `ebpf:"watch_hit"`
 }
 
@@ -187,6 +189,7 @@ type StagePrograms struct {
 	StageEntryMulti *ebpf.Program `ebpf:"stage_entry_multi"`
 	StageExit       *ebpf.Program `ebpf:"stage_exit"`
 	StageExitMulti  *ebpf.Program `ebpf:"stage_exit_multi"`
+	WatchBare       *ebpf.Program `ebpf:"watch_bare"`
 	WatchHit        *ebpf.Program `ebpf:"watch_hit"`
 }
 
@@ -198,6 +201,7 @@ func (p *StagePrograms) Close() error {
 		p.StageEntryMulti,
 		p.StageExit,
 		p.StageExitMulti,
+		p.WatchBare,
 		p.WatchHit,
 	)
 }

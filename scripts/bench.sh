@@ -20,3 +20,12 @@ GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkBuilder' -benchtime 2s -cpu 1 ./
 echo
 echo "== GPU sampler against go-nvml's 8xH200 mock: time per sample, NVML calls/s at the default intervals, cost per stage span"
 GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkSampler|BenchmarkStageAttrs' -benchtime 2s -cpu 1 ./gpu
+echo
+echo "== Python stage: unrelated calls while watched, cost per watched call vs a bare watchpoint, USDT function__return, an in-process span (bench/pywatch)"
+go build -o bin/pywatch ./bench/pywatch
+# Same split as above: the workload on CPU 0, pywatch and its reader on the others.
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+	$sudo taskset -c 1-$(($(nproc) - 1)) ./bin/pywatch -rounds 11 -pin-target 0
+else
+	$sudo ./bin/pywatch -rounds 11
+fi
