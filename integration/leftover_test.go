@@ -12,7 +12,7 @@ import (
 
 // ourPrograms are the names of bpf/stage.c's programs as the kernel keeps them
 // (truncated to 15 characters).
-var ourPrograms = []string{"stage_entry_mul", "stage_exit_mult", "stage_entry", "stage_exit", "bare", "bare_multi", "watch_hit"}
+var ourPrograms = []string{"stage_entry_mul", "stage_exit_mult", "stage_entry", "stage_exit", "bare", "bare_multi", "watch_hit", "watch_bare"}
 
 // assertNoProbesLeft walks every BPF program and link in the kernel and fails
 // if one of ours is still there, so a detach that leaks is caught.
