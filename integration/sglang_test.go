@@ -91,41 +91,47 @@ func TestSGLangTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	// The caveats --read-code and --hold-frame of pytargets are not handled
+	// yet (docs/python-notes.md): they are left out here, not skipped.
 	for _, py := range interpreters {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
-			if _, err := os.Stat(py); err != nil {
-				t.Skipf("interpreter %s not installed", py)
-			}
-			log := filepath.Join(t.TempDir(), "truth.jsonl")
-			cmd := exec.Command(py, script, "--wait-signal", "--requests", "12", "--work-scale", "3", "--log", log)
-			stdout, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
-				t.Fatalf("target not ready: %q", line)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
-				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
-			if !res.TargetExited {
-				t.Errorf("session ended with %q, want the target's exit", res.Reason)
-			}
-			// A read can miss a call that ended before it finished (the draft
-			// and the verify of a step both name its requests, so one is
-			// enough); what must hold is that the spans equal the log.
-			if p := res.Python; p == nil || p.Reads == 0 {
-				t.Errorf("python reads: %+v", p)
-			} else {
-				t.Logf("python reads: %+v", *p)
-			}
-			comparePython(t, spans, pyExpected(t, log), res.Python)
-			assertNoProbesLeft(t)
+			sglangRun(t, spec, script, py)
 		})
 	}
+}
+
+func sglangRun(t *testing.T, spec *probes.Spec, script, py string) {
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("interpreter %s not installed", py)
+	}
+	log := filepath.Join(t.TempDir(), "truth.jsonl")
+	cmd := exec.Command(py, script, "--wait-signal", "--requests", "12", "--work-scale", "3", "--log", log)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("target not ready: %q", line)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+	if !res.TargetExited {
+		t.Errorf("session ended with %q, want the target's exit", res.Reason)
+	}
+	// A read can miss a call that ended before it finished (the draft
+	// and the verify of a step both name its requests, so one is
+	// enough); what must hold is that the spans equal the log.
+	if p := res.Python; p == nil || p.Reads == 0 {
+		t.Errorf("python reads: %+v", p)
+	} else {
+		t.Logf("python reads: %+v", *p)
+	}
+	comparePython(t, spans, pyExpected(t, log), res.Python)
+	assertNoProbesLeft(t)
 }
 
 // comparePython checks that every stage span is one of the target's own calls
