@@ -5,11 +5,27 @@ import (
 	"strings"
 )
 
+// Process is what detection knows of a process.
+type Process struct {
+	Exe, Cmdline string
+	Mapped       []string
+	// HasModule tells whether a Python module is imported; nil for a
+	// process that is not CPython.
+	HasModule func(string) bool
+}
+
 // Detect returns the first spec whose match section fits the process, or nil.
-func Detect(specs []*Spec, exe, cmdline string, mapped []string) *Spec {
+func Detect(specs []*Spec, p Process) *Spec {
 	for _, s := range specs {
-		if s.Matches(exe, cmdline, mapped) {
+		if s.Matches(p.Exe, p.Cmdline, p.Mapped) {
 			return s
+		}
+		if p.HasModule != nil {
+			for _, m := range s.Match.Module {
+				if p.HasModule(m) {
+					return s
+				}
+			}
 		}
 	}
 	return nil

@@ -145,8 +145,8 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 		s.Description = p.str(d, "description")
 	}
 	if m, ok := f["match"]; ok {
-		mf := p.fields(m, "match", "exe", "cmdline", "library")
-		for key, dst := range map[string]*[]string{"exe": &s.Match.Exe, "cmdline": &s.Match.Cmdline, "library": &s.Match.Library} {
+		mf := p.fields(m, "match", "exe", "cmdline", "library", "module")
+		for key, dst := range map[string]*[]string{"exe": &s.Match.Exe, "cmdline": &s.Match.Cmdline, "library": &s.Match.Library, "module": &s.Match.Module} {
 			if v, ok := mf[key]; ok {
 				*dst = p.strs(v, "match."+key)
 			}

@@ -269,7 +269,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
 			[]string{`spec: unknown key "engin" (expected one of engine, description, match, stages)`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
-			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library)`}},
+			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,
 			[]string{`stages: unknown key "prefill" (expected one of draft, verify, accept, draft_extend)`}},
 		{"unknown stage key", minimal + "    sym: x\n", 7,
@@ -623,26 +623,26 @@ func TestDetect(t *testing.T) {
 	b := &probes.Spec{Engine: "b", Match: probes.Match{Exe: []string{"foo"}}}
 	c := &probes.Spec{Engine: "c", Match: probes.Match{Cmdline: []string{"foo"}}}
 	specs := []*probes.Spec{a, b, c}
-	if got := probes.Detect(specs, "foo", "foo --x", []string{"/lib/libfoo.so.1"}); got != a {
+	if got := probes.Detect(specs, probes.Process{Exe: "foo", Cmdline: "foo --x", Mapped: []string{"/lib/libfoo.so.1"}}); got != a {
 		t.Errorf("Detect = %v, want the first matching spec (a)", got)
 	}
-	if got := probes.Detect(specs, "foo", "", nil); got != b {
+	if got := probes.Detect(specs, probes.Process{Exe: "foo", Cmdline: "", Mapped: nil}); got != b {
 		t.Errorf("Detect by exe = %v, want b", got)
 	}
-	if got := probes.Detect(specs, "bar", "bar foo", nil); got != c {
+	if got := probes.Detect(specs, probes.Process{Exe: "bar", Cmdline: "bar foo", Mapped: nil}); got != c {
 		t.Errorf("Detect by cmdline = %v, want c", got)
 	}
-	if got := probes.Detect(specs, "bar", "bar", []string{"/lib/libbar.so"}); got != nil {
+	if got := probes.Detect(specs, probes.Process{Exe: "bar", Cmdline: "bar", Mapped: []string{"/lib/libbar.so"}}); got != nil {
 		t.Errorf("Detect = %v, want nil", got)
 	}
-	if got := probes.Detect(nil, "foo", "foo", nil); got != nil {
+	if got := probes.Detect(nil, probes.Process{Exe: "foo", Cmdline: "foo", Mapped: nil}); got != nil {
 		t.Errorf("Detect(nil) = %v, want nil", got)
 	}
 	cat, err := probes.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := probes.Detect(cat, "specdemo", "./specdemo --threads 2", nil); got == nil || got.Engine != "demo" {
+	if got := probes.Detect(cat, probes.Process{Exe: "specdemo", Cmdline: "./specdemo --threads 2", Mapped: nil}); got == nil || got.Engine != "demo" {
 		t.Errorf("Detect(catalog, specdemo) = %v, want demo", got)
 	}
 }
@@ -685,5 +685,16 @@ func TestParseRejectsEmptyBinaryAndSymbol(t *testing.T) {
 		if _, err := probes.Parse("e.yaml", []byte(src)); err == nil {
 			t.Errorf("Parse accepted\n%s", src)
 		}
+	}
+}
+
+func TestDetectByModule(t *testing.T) {
+	py := &probes.Spec{Engine: "py", Match: probes.Match{Module: []string{"sglang.srt.managers.scheduler"}}}
+	has := func(m string) bool { return m == "sglang.srt.managers.scheduler" }
+	if got := probes.Detect([]*probes.Spec{py}, probes.Process{Exe: "python3", HasModule: has}); got != py {
+		t.Errorf("by module: %v", got)
+	}
+	if got := probes.Detect([]*probes.Spec{py}, probes.Process{Exe: "python3"}); got != nil {
+		t.Errorf("not Python: %v", got)
 	}
 }

@@ -30,6 +30,7 @@ type Match struct {
 	Exe     []string
 	Cmdline []string
 	Library []string
+	Module  []string // Python modules in the target's sys.modules
 }
 
 // Scope says which requests one call of a stage serves.

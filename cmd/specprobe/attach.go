@@ -12,6 +12,7 @@ import (
 
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -134,8 +135,15 @@ func chooseSpec(pid int, file, engine string) (*probes.Spec, error) {
 			libs = append(libs, m.Path)
 		}
 	}
-	if s := probes.Detect(specs, loader.Exe(pid), loader.Cmdline(pid), libs); s != nil {
-		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s\n", s.Engine)
+	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid), Mapped: libs}
+	var python string
+	if py, err := pyproc.Attach(pid); err == nil {
+		defer py.Close()
+		python = fmt.Sprintf(", python %s", py.Version())
+		proc.HasModule = func(m string) bool { ok, _ := py.HasModule(m); return ok }
+	}
+	if s := probes.Detect(specs, proc); s != nil {
+		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s\n", s.Engine, python)
 		return s, nil
 	}
 	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))
