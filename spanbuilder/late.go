@@ -18,6 +18,7 @@ type LateAccept struct {
 	GiveUpAfter time.Duration
 	Matched     uint64 // verifies that got their count
 	Unmatched   uint64 // verifies that went on without one
+	Drafts      int64  // sum of the counts matched: drafts accepted
 }
 
 type lateReq struct {
@@ -78,6 +79,7 @@ func (l *LateAccept) release(r *lateReq, force bool) {
 			} else {
 				c := &s.Calls[v]
 				c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: r.counts[0]})
+				l.Drafts += r.counts[0]
 				r.counts = r.counts[1:]
 				l.Matched++
 			}

@@ -43,6 +43,7 @@ type PyStats struct {
 	// (request already decoding when tracing began, or a step that could
 	// not be attributed).
 	Matched, Unmatched uint64
+	AcceptedDrafts     int64 // over the matched verifies
 	LastError          string
 }
 
@@ -353,7 +354,7 @@ func (p *pySession) stats() *PyStats {
 	}
 	st := p.reqs.Stats
 	if p.late != nil {
-		st.Matched, st.Unmatched = p.late.Matched, p.late.Unmatched
+		st.Matched, st.Unmatched, st.AcceptedDrafts = p.late.Matched, p.late.Unmatched, p.late.Drafts
 	}
 	return &st
 }
