@@ -2,6 +2,7 @@ package pyproc
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -46,11 +47,7 @@ func TestGarbageEval(t *testing.T) {
 				p.findFrame(0, addr(), true)
 			}
 		}()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("iteration %d (CPython %s layout): readers did not return", i, l.Version)
-		}
+		waitReaders(t, done, fmt.Sprintf("iteration %d (CPython %s layout)", i, l.Version))
 	}
 }
 

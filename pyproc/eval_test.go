@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,32 +30,9 @@ type evalTarget struct {
 
 func startEvalTarget(t testing.TB, python string, nreqs string) *evalTarget {
 	t.Helper()
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("interpreter %s not present", python)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("reading another process's memory needs root (or CAP_SYS_PTRACE)")
-	}
 	out := filepath.Join(t.TempDir(), "expected.json")
-	cmd := exec.Command(python, "testdata/evalfixture.py", out, nreqs)
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	fx := startFixture(t, python, nil, "testdata/evalfixture.py", out, nreqs)
+	cmd, stdin, stdout := fx.cmd, fx.stdin, fx.stdout
 	tg := &evalTarget{pid: cmd.Process.Pid, stdin: stdin, stdout: bufio.NewReader(stdout)}
 	if line := tg.readLine(t); line != "ready" {
 		t.Fatalf("%s: target said %q", python, line)

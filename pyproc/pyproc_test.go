@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,8 +40,16 @@ type target struct {
 	version []int
 }
 
-// startTarget runs testdata/target.py under python and waits for "ready".
-func startTarget(t testing.TB, python string, args ...string) *target {
+// fixture is a Python test program started with pipes to its stdin and stdout.
+type fixture struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+}
+
+// startFixture runs a testdata script under python (skipping where the
+// interpreter or the privileges are missing) and kills it when t ends.
+func startFixture(t testing.TB, python string, env []string, args ...string) *fixture {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("interpreter %s not present", python)
@@ -48,9 +57,8 @@ func startTarget(t testing.TB, python string, args ...string) *target {
 	if os.Geteuid() != 0 {
 		t.Skip("reading another process's memory needs root (or CAP_SYS_PTRACE)")
 	}
-	out := filepath.Join(t.TempDir(), "shapes.jsonl")
-	cmd := exec.Command(python, append([]string{"testdata/target.py", out}, args...)...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH=testdata", "PYTHONDONTWRITEBYTECODE=1")
+	cmd := exec.Command(python, args...)
+	cmd.Env = append(append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -68,6 +76,15 @@ func startTarget(t testing.TB, python string, args ...string) *target {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
+	return &fixture{cmd: cmd, stdin: stdin, stdout: stdout}
+}
+
+// startTarget runs testdata/target.py under python and waits for "ready".
+func startTarget(t testing.TB, python string, args ...string) *target {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "shapes.jsonl")
+	fx := startFixture(t, python, []string{"PYTHONPATH=testdata"}, append([]string{"testdata/target.py", out}, args...)...)
+	cmd, stdout := fx.cmd, fx.stdout
 	ready := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(stdout).ReadString('\n')

@@ -104,11 +104,7 @@ func TestGarbageMemory(t *testing.T) {
 			}
 			p.Stack(Thread{Addr: addr()})
 		}()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("iteration %d (CPython %s layout): readers did not return", i, l.Version)
-		}
+		waitReaders(t, done, fmt.Sprintf("iteration %d (CPython %s layout)", i, l.Version))
 	}
 }
 
@@ -232,5 +228,16 @@ func TestRefusesFreeThreaded(t *testing.T) {
 	f, b = runtimeWith(0x030d00f0, 0, debugFields313, plausible)
 	if _, err := attach(f, b); err != nil {
 		t.Errorf("GIL build refused: %v", err)
+	}
+}
+
+// waitReaders fails the test if the readers under garbage did not return:
+// a loop over corrupt memory must always be bounded.
+func waitReaders(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: readers did not return", what)
 	}
 }
