@@ -144,7 +144,10 @@ func (p *Process) dictProbe(v *dictView, key string, hash int64) (uint64, int64,
 
 // dictScan is the slow path: compare every key.
 func (p *Process) dictScan(v *dictView, key string) (uint64, int64, bool, error) {
-	hash := p.strHash(key)
+	hash := noHash // our hash would not match the cached ones: compare text only
+	if p.hashOK > 0 {
+		hash = p.strHash(key)
+	}
 	for ix := uint64(0); ix < v.nentries; ix++ {
 		k, val, _, err := p.dictEntry(v, ix)
 		if err != nil {

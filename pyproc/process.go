@@ -2,6 +2,7 @@ package pyproc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -16,8 +17,9 @@ type Process struct {
 	types  typeAddrs
 	// runtime is the address of _PyRuntime; hashKey is _Py_HashSecret's
 	// SipHash key, random per process.
-	runtime uint64
-	hashKey [2]uint64
+	runtime    uint64
+	hashKey    [2]uint64
+	hashSecret uint64
 	// hashOK: 0 not yet checked, 1 our str hash matches the target's, -1 it
 	// does not (every lookup scans).
 	hashOK int8
@@ -30,6 +32,8 @@ type Process struct {
 // Stats counts how lookups went, to spot a hash path that stopped working.
 type Stats struct {
 	Fallbacks int // hashed probes that failed and fell back to a scan
+	// Hash secrets read again: attached before the interpreter set it.
+	HashRereads int
 }
 
 // typeAddrs are the built-in type objects we compare ob_type with.
@@ -39,6 +43,10 @@ type typeAddrs struct {
 	// tp_flags subclass bits or tp_name stand in).
 	list, long, boolean, float, none, member, getset, cell, bytes, object uint64
 }
+
+// ErrUnsupported marks an interpreter pyproc will never read (too old,
+// free-threaded, unknown version): retrying cannot help.
+var ErrUnsupported = errors.New("unsupported interpreter")
 
 // Attach finds the interpreter inside process pid and works out its version
 // and layout. It refuses versions before 3.10 and free-threaded builds.
@@ -67,13 +75,13 @@ func attach(r Memory, b *interpBinary) (*Process, error) {
 		}
 		v = Version{int(hex >> 24), int(hex >> 16 & 0xff), int(hex >> 8 & 0xff)}
 	} else if !named {
-		return nil, fmt.Errorf("cannot tell the CPython version: no Py_Version symbol and no version in the file name")
+		return nil, fmt.Errorf("%w: cannot tell the CPython version: no Py_Version symbol and no version in the file name", ErrUnsupported)
 	}
 	if v.Major != 3 || !v.atLeast(3, 10) {
-		return nil, fmt.Errorf("CPython %s is not supported: pyproc reads the object layout of CPython 3.10 and later", v)
+		return nil, fmt.Errorf("%w: CPython %s is not supported: pyproc reads the object layout of CPython 3.10 and later", ErrUnsupported, v)
 	}
 	if containsRune(flags, 't') {
-		return nil, fmt.Errorf("CPython %s is a free-threaded build (Py_GIL_DISABLED): it defers reference counts, so a watchpoint on a code object's ob_refcnt would not see calls", v)
+		return nil, freeThreaded(v)
 	}
 	var l Layout
 	if v.atLeast(3, 13) {
@@ -87,7 +95,7 @@ func attach(r Memory, b *interpBinary) (*Process, error) {
 			return nil, fmt.Errorf("CPython %s: %w", v, err)
 		}
 		if d["free_threaded"] != 0 {
-			return nil, fmt.Errorf("CPython %s is a free-threaded build (Py_GIL_DISABLED): it defers reference counts, so a watchpoint on a code object's ob_refcnt would not see calls", v)
+			return nil, freeThreaded(v)
 		}
 		if hex := d["version"]; int(hex>>24) != v.Major || int(hex>>16&0xff) != v.Minor {
 			return nil, fmt.Errorf("Py_Version says %s but _Py_DebugOffsets says %#x", v, hex)
@@ -107,11 +115,10 @@ func attach(r Memory, b *interpBinary) (*Process, error) {
 			return nil, fmt.Errorf("CPython %s: symbol %s not found in %s", v, name, b.path)
 		}
 	}
-	key, err := p.m.bytes(b.syms["_Py_HashSecret"], 16)
-	if err != nil {
-		return nil, fmt.Errorf("reading _Py_HashSecret: %w", err)
+	p.hashSecret = b.syms["_Py_HashSecret"]
+	if err := p.readHashKey(); err != nil {
+		return nil, err
 	}
-	p.hashKey = [2]uint64{binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[8:])}
 	p.types = typeAddrs{
 		str: b.syms["PyUnicode_Type"], dict: b.syms["PyDict_Type"], module: b.syms["PyModule_Type"],
 		function: b.syms["PyFunction_Type"], typ: b.syms["PyType_Type"],
@@ -168,4 +175,19 @@ func (p *Process) mainInterp() (uint64, error) {
 		in = next
 	}
 	return 0, fmt.Errorf("interpreter list does not end")
+}
+
+func freeThreaded(v Version) error {
+	return fmt.Errorf("%w: CPython %s is a free-threaded build (Py_GIL_DISABLED): it defers reference counts, so a watchpoint on a code object's ob_refcnt would not see calls", ErrUnsupported, v)
+}
+
+// readHashKey reads _Py_HashSecret, which the interpreter sets while it
+// starts: read too early, it is zero.
+func (p *Process) readHashKey() error {
+	key, err := p.m.bytes(p.hashSecret, 16)
+	if err != nil {
+		return fmt.Errorf("reading _Py_HashSecret: %w", err)
+	}
+	p.hashKey = [2]uint64{binary.LittleEndian.Uint64(key), binary.LittleEndian.Uint64(key[8:])}
+	return nil
 }

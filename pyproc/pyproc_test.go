@@ -139,6 +139,7 @@ func TestInterpreters(t *testing.T) {
 			checkErrors(t, p)
 			checkThreads(t, p, tg)
 			checkImmortal(t, p)
+			checkEarlyHashKey(t, tg.pid)
 		})
 	}
 }
@@ -228,4 +229,25 @@ func ExampleProcess_FindCode() {
 		return
 	}
 	fmt.Printf("watch %#x (%s at %s:%d)\n", c.Addr, c.Qualname, c.Filename, c.FirstLine)
+}
+
+// checkEarlyHashKey: attached while the interpreter starts, pyproc reads
+// _Py_HashSecret before it is set (zero). Lookups must still find names:
+// the secret is read again, and a scan never trusts a hash made with it.
+func checkEarlyHashKey(t *testing.T, pid int) {
+	for _, hashOK := range []int8{0, -1} {
+		p, err := Attach(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.hashKey, p.hashOK = [2]uint64{}, hashOK
+		ok, err := p.HasModule(fixtureModule)
+		if !ok || err != nil {
+			t.Errorf("hashOK %d, zero hash secret: HasModule(%s) = %v, %v", hashOK, fixtureModule, ok, err)
+		}
+		if hashOK == 0 && p.Stats.HashRereads != 1 {
+			t.Errorf("hash secret read again %d times, want 1", p.Stats.HashRereads)
+		}
+		p.Close()
+	}
 }

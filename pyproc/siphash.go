@@ -84,6 +84,9 @@ func (p *Process) checkHash(v *dictView) {
 		if err != nil {
 			continue
 		}
+		if p.strHash(s) != h.hash && p.readHashKey() == nil && p.strHash(s) == h.hash {
+			p.Stats.HashRereads++ // attached before the interpreter set its secret
+		}
 		if p.strHash(s) == h.hash {
 			p.hashOK = 1
 		} else {

@@ -126,6 +126,9 @@ func encodeKind(s string) (raw []byte, kind uint32) {
 	return raw, kind
 }
 
+// noHash asks strEquals to compare the text without the cached hash.
+const noHash int64 = -1
+
 // strEquals compares the str at addr with s without reading its data when
 // the cached hash or the length already differ.
 func (p *Process) strEquals(addr uint64, s string, hash int64) (bool, error) {
@@ -133,7 +136,7 @@ func (p *Process) strEquals(addr uint64, s string, hash int64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if h.hash != -1 && h.hash != hash {
+	if hash != noHash && h.hash != -1 && h.hash != hash {
 		return false, nil
 	}
 	raw, kind := encodeKind(s)
