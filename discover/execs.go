@@ -1,0 +1,129 @@
+// Package discover finds processes on the node: a scan of /proc, and exec
+// notification through a BPF raw tracepoint so a new process is seen within
+// milliseconds of its execve.
+package discover
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/specprobe/specprobe/bpf"
+)
+
+// Execs reports the PIDs of processes that called execve.
+type Execs struct {
+	objs   bpf.ExecObjects
+	link   link.Link
+	reader *ringbuf.Reader
+}
+
+// WatchExecs arms the exec tracepoint. PIDs are those of the caller's PID
+// namespace (as /proc shows them here); processes outside it are not reported.
+func WatchExecs() (*Execs, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
+	}
+	spec, err := bpf.LoadExec()
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &st); err != nil {
+		return nil, fmt.Errorf("reading our PID namespace: %w", err)
+	}
+	if err := spec.Variables["pidns_dev"].Set(uint64(st.Dev)); err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["pidns_ino"].Set(st.Ino); err != nil {
+		return nil, err
+	}
+	w := &Execs{}
+	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
+		return nil, fmt.Errorf("loading the exec watcher: %w", err)
+	}
+	w.link, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exec", Program: w.objs.OnExec})
+	if err != nil {
+		w.objs.Close()
+		return nil, fmt.Errorf("attaching to the sched_process_exec tracepoint: %w", err)
+	}
+	w.reader, err = ringbuf.NewReader(w.objs.Execs)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Exec is one execve: the PID and when it happened (CLOCK_BOOTTIME ns).
+type Exec struct {
+	PID    int
+	BootNs uint64
+}
+
+// Run sends each exec to out until Close.
+func (w *Execs) Run(out chan<- Exec) error {
+	var rec ringbuf.Record
+	for {
+		if err := w.reader.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if raw := rec.RawSample; len(raw) >= 16 {
+			out <- Exec{PID: int(binary.LittleEndian.Uint32(raw)), BootNs: binary.LittleEndian.Uint64(raw[8:])}
+		}
+	}
+}
+
+// Drops counts execs lost to a full ring buffer.
+func (w *Execs) Drops() uint64 {
+	var n uint64
+	_ = w.objs.ExecDrops.Lookup(uint32(0), &n)
+	return n
+}
+
+// Close detaches the tracepoint and ends Run.
+func (w *Execs) Close() error {
+	var errs []error
+	if w.reader != nil {
+		errs = append(errs, w.reader.Close())
+	}
+	if w.link != nil {
+		errs = append(errs, w.link.Close())
+	}
+	errs = append(errs, w.objs.Close())
+	return errors.Join(errs...)
+}
+
+// Scan lists the PIDs /proc shows now.
+func Scan() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// BootNow is CLOCK_BOOTTIME now, the clock of Exec.BootNs.
+func BootNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return uint64(ts.Nano())
+}
