@@ -217,7 +217,7 @@ func (s *Sampler) latest() []devSample {
 // OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, then OTEL_EXPORTER_OTLP_PROTOCOL, then
 // grpc, as the span exporter does. Endpoint, headers and TLS come from the
 // standard OTEL_EXPORTER_OTLP_[METRICS_]* variables.
-func NewOTLPReader(ctx context.Context, protocol string) (sdkmetric.Reader, error) {
+func NewOTLPReader(ctx context.Context, protocol string, opts ...sdkmetric.PeriodicReaderOption) (sdkmetric.Reader, error) {
 	p := "grpc"
 	for _, c := range []string{protocol, os.Getenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")} {
 		if c = strings.ToLower(strings.TrimSpace(c)); c != "" {
@@ -238,5 +238,5 @@ func NewOTLPReader(ctx context.Context, protocol string) (sdkmetric.Reader, erro
 	if err != nil {
 		return nil, err
 	}
-	return sdkmetric.NewPeriodicReader(exp), nil
+	return sdkmetric.NewPeriodicReader(exp, opts...), nil
 }

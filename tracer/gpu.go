@@ -28,7 +28,7 @@ func startGPU(cfg Config) *gpuSession {
 	if len(cfg.MetricReaders) == 0 {
 		return g
 	}
-	opts := []sdkmetric.Option{sdkmetric.WithResource(processResource(cfg.PID, cfg.Spec.Engine))}
+	opts := []sdkmetric.Option{sdkmetric.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.Resource))}
 	for _, r := range cfg.MetricReaders {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}

@@ -12,7 +12,7 @@ import (
 
 // processResource describes the traced process, not specprobe: the spans are
 // the target's. OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES still win.
-func processResource(pid int, engine string) *resource.Resource {
+func processResource(pid int, engine string, extra []attribute.KeyValue) *resource.Resource {
 	host, _ := os.Hostname()
 	attrs := []attribute.KeyValue{
 		attribute.String("service.name", engine),
@@ -22,6 +22,7 @@ func processResource(pid int, engine string) *resource.Resource {
 		attribute.String("host.name", host),
 		attribute.String("telemetry.auto.name", "specprobe"),
 	}
+	attrs = append(attrs, extra...)
 	base := resource.NewSchemaless(attrs...)
 	env, err := resource.New(context.Background(), resource.WithFromEnv())
 	if err != nil {

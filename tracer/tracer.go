@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -46,6 +47,23 @@ type Config struct {
 	// speculative-decoding ratios). Unavailable GPU state is one log line.
 	GPU           *gpu.Sampler
 	MetricReaders []sdkmetric.Reader
+
+	// Resource adds attributes to the process's resource (the daemon's
+	// Kubernetes metadata); Sampler decides which requests' spans are kept
+	// (default: all); Progress, when set, gets the running counts every tick.
+	Resource []attribute.KeyValue
+	Sampler  sdktrace.Sampler
+	Progress func(Progress)
+	// QueueSize bounds the spans waiting for each exporter (default 65536);
+	// past it spans are dropped and counted, never the target slowed.
+	QueueSize int
+}
+
+// Progress is what a session has counted so far.
+type Progress struct {
+	Events uint64 // read from the ring buffer
+	Drops  uint64 // lost in the kernel: ring buffer full
+	Export []ExportStats
 }
 
 // Exporter is a named span exporter.
@@ -148,6 +166,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sink.Expire(time.Now())
 		live.update(builder, sess, procs)
 		gpus.observe(&builder.Stats)
+		if cfg.Progress != nil {
+			cfg.Progress(Progress{Events: sess.Stats.Events, Drops: sess.Drops(), Export: exportStats(cfg, procs)})
+		}
 	}
 	exited, runErr := sess.Run(stop, 100*time.Millisecond, add, tick)
 
@@ -175,22 +196,39 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer cancel()
 	shutErr := tp.Shutdown(shutdownCtx)
 	res.Stats = builder.Stats
-	for i, p := range procs {
-		e, d, f := p.Stats()
-		res.Export = append(res.Export, ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f})
+	res.Export = exportStats(cfg, procs)
+	if cfg.Progress != nil {
+		cfg.Progress(Progress{Events: res.Read.Events, Drops: res.Drops, Export: res.Export})
 	}
 	printSummary(cfg.Log, res)
 	return res, errors.Join(runErr, closeErr, shutErr)
 }
 
+func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
+	var out []ExportStats
+	for i, p := range procs {
+		e, d, f := p.Stats()
+		out = append(out, ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f})
+	}
+	return out
+}
+
 func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
+	sampler := cfg.Sampler
+	if sampler == nil {
+		sampler = sdktrace.AlwaysSample()
+	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine)),
-		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.Resource)),
+		sdktrace.WithSampler(sampler),
 	}
 	var procs []*export.QueueProcessor
 	for _, e := range cfg.Exporters {
-		p := export.NewQueueProcessor(e.SpanExporter, 65536, 512, time.Second)
+		size := cfg.QueueSize
+		if size <= 0 {
+			size = 65536
+		}
+		p := export.NewQueueProcessor(e.SpanExporter, size, min(512, size), time.Second)
 		procs = append(procs, p)
 		opts = append(opts, sdktrace.WithSpanProcessor(p))
 	}
