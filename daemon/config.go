@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the daemon's configuration file; flags override its fields.
+type Config struct {
+	// Listen is where /metrics, /healthz, /readyz and /targets are served.
+	Listen    string   `yaml:"listen"`
+	Exporters []string `yaml:"exporters"`
+	Output    string   `yaml:"output"`
+	// Probes are user spec files, matched before the catalog; Engines
+	// restricts the catalog (default: every catalog spec).
+	Probes  []string `yaml:"probes"`
+	Engines []string `yaml:"engines"`
+	// MaxProcesses bounds the processes traced at once.
+	MaxProcesses int `yaml:"max_processes"`
+	// EventBudget is the events per second, over all targets, beyond which
+	// requests are sampled (0: keep every request).
+	EventBudget int `yaml:"event_budget"`
+	// MemoryLimit is the Go soft memory limit ("256MiB"); "" leaves GOMEMLIMIT.
+	MemoryLimit     string        `yaml:"memory_limit"`
+	MetricsInterval time.Duration `yaml:"metrics_interval"`
+	Kubelet         Kubelet       `yaml:"kubelet"`
+}
+
+// Kubelet says where pod names come from (GET /pods on the node's kubelet).
+type Kubelet struct {
+	URL                string `yaml:"url"`
+	TokenFile          string `yaml:"token_file"`
+	CAFile             string `yaml:"ca_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Defaults are the values used where neither the file nor a flag sets one.
+func Defaults() Config {
+	return Config{Listen: "127.0.0.1:9464", MaxProcesses: 16, MetricsInterval: 30 * time.Second}
+}
+
+// LoadConfig reads a config file over the defaults. Unknown keys are errors,
+// with the file and line, so a typo is not silently ignored.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Defaults(), fmt.Errorf("reading the config: %w", err)
+	}
+	return ParseConfig(data, path)
+}
+
+// ParseConfig reads a config file's content; path names it in errors.
+func ParseConfig(data []byte, path string) (Config, error) {
+	cfg := Defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return cfg, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		var msgs []string
+		for _, m := range te.Errors {
+			m = strings.Replace(m, " in type daemon.Config", " (not a config key)", 1)
+			m = strings.Replace(m, " in type daemon.Kubelet", " (not a kubelet key)", 1)
+			msgs = append(msgs, path+": "+m)
+		}
+		return cfg, errors.New(strings.Join(msgs, "\n"))
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks values a YAML type check lets through.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen %q: want HOST:PORT (e.g. 127.0.0.1:9464): %v", c.Listen, err)
+	}
+	if c.MaxProcesses < 1 {
+		return fmt.Errorf("max_processes %d: want at least 1", c.MaxProcesses)
+	}
+	if c.EventBudget < 0 {
+		return fmt.Errorf("event_budget %d: want 0 (no sampling) or more", c.EventBudget)
+	}
+	if c.MetricsInterval < time.Second {
+		return fmt.Errorf("metrics_interval %s: want at least 1s", c.MetricsInterval)
+	}
+	if _, err := ParseSize(c.MemoryLimit); err != nil {
+		return fmt.Errorf("memory_limit: %w", err)
+	}
+	return nil
+}
+
+// ParseSize reads "256MiB", "1GiB", "500M", "1048576"; "" is 0.
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}}
+	mult := int64(1)
+	num := s
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 256MiB, 1GiB)", s)
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+)
+
+// Estimated target CPU per event, from `make bench` on this project's VM
+// (BENCHMARKS.md): a uprobe hit with its ring-buffer write, and half of a
+// watched Python call (entry and exit are one event each).
+const (
+	uprobeEventCost = 1200 * time.Nanosecond
+	watchEventCost  = 20 * time.Microsecond
+)
+
+// Totals is what the daemon has counted, over ended and running sessions.
+type Totals struct {
+	Attached                   int
+	Attaches, AttachFailures   uint64
+	Detaches, Discovered       uint64
+	SkippedAtLimit             uint64
+	Events, KernelDrops        uint64
+	ExecDrops                  uint64
+	SpansExported, SpansFailed uint64
+	SpansDropped               uint64
+	ProbeCost                  time.Duration
+	SamplingRate               float64
+}
+
+// newMeter registers the daemon's own metrics: on the Prometheus registry
+// served at /metrics, and on any other reader (OTLP).
+func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.MeterProvider, *prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	prom, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, nil, err
+	}
+	host, _ := os.Hostname()
+	opts := []sdkmetric.Option{sdkmetric.WithReader(prom),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "specprobe"), attribute.String("host.name", host)))}
+	for _, r := range readers {
+		opts = append(opts, sdkmetric.WithReader(r))
+	}
+	mp := sdkmetric.NewMeterProvider(opts...)
+	m := mp.Meter("github.com/specprobe/specprobe/daemon")
+	type counter struct {
+		name, desc string
+		unit       string
+		get        func(Totals) float64
+	}
+	counters := []counter{
+		{"specprobe.daemon.attaches", "processes attached", "", func(t Totals) float64 { return float64(t.Attaches) }},
+		{"specprobe.daemon.attach_failures", "processes that matched a spec but could not be attached", "", func(t Totals) float64 { return float64(t.AttachFailures) }},
+		{"specprobe.daemon.detaches", "sessions ended", "", func(t Totals) float64 { return float64(t.Detaches) }},
+		{"specprobe.daemon.discovered", "processes examined (scan and execs)", "", func(t Totals) float64 { return float64(t.Discovered) }},
+		{"specprobe.daemon.skipped", "matching processes not attached because max_processes were traced", "", func(t Totals) float64 { return float64(t.SkippedAtLimit) }},
+		{"specprobe.events", "probe events read", "", func(t Totals) float64 { return float64(t.Events) }},
+		{"specprobe.drops.kernel", "probe events lost in the kernel (ring buffer full)", "", func(t Totals) float64 { return float64(t.KernelDrops) }},
+		{"specprobe.drops.exec", "exec notifications lost (the daemon rescans /proc)", "", func(t Totals) float64 { return float64(t.ExecDrops) }},
+		{"specprobe.spans.exported", "spans exported", "", func(t Totals) float64 { return float64(t.SpansExported) }},
+		{"specprobe.spans.failed", "spans the exporter failed to deliver", "", func(t Totals) float64 { return float64(t.SpansFailed) }},
+		{"specprobe.spans.dropped", "spans dropped by a full export queue", "", func(t Totals) float64 { return float64(t.SpansDropped) }},
+		{"specprobe.probe.cost", "estimated CPU time the probes took from the targets (events x cost per event measured by make bench)", "s", func(t Totals) float64 { return t.ProbeCost.Seconds() }},
+	}
+	var insts []metric.Observable
+	obs := map[metric.Observable]func(Totals) float64{}
+	for _, c := range counters {
+		opts := []metric.Float64ObservableCounterOption{metric.WithDescription(c.desc)}
+		if c.unit != "" {
+			opts = append(opts, metric.WithUnit(c.unit))
+		}
+		inst, err := m.Float64ObservableCounter(c.name, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		insts = append(insts, inst)
+		obs[inst] = c.get
+	}
+	attached, err := m.Int64ObservableGauge("specprobe.daemon.processes", metric.WithDescription("processes traced now"))
+	if err != nil {
+		return nil, nil, err
+	}
+	rate, err := m.Float64ObservableGauge("specprobe.sampling.rate", metric.WithDescription("fraction of new requests kept under the event budget"))
+	if err != nil {
+		return nil, nil, err
+	}
+	rss, err := m.Int64ObservableGauge("specprobe.daemon.memory.rss", metric.WithDescription("resident memory of the daemon"), metric.WithUnit("By"))
+	if err != nil {
+		return nil, nil, err
+	}
+	insts = append(insts, attached, rate, rss)
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		t := snapshot()
+		for inst, get := range obs {
+			o.ObserveFloat64(inst.(metric.Float64Observable), get(t))
+		}
+		o.ObserveInt64(attached, int64(t.Attached))
+		o.ObserveFloat64(rate, t.SamplingRate)
+		o.ObserveInt64(rss, selfRSS())
+		return nil
+	}, insts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mp, reg, nil
+}
+
+// selfRSS is the daemon's resident memory in bytes (/proc/self/statm).
+func selfRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// handler serves /metrics, /healthz (the main loop turned recently),
+// /readyz (the first scan is done and execs are watched) and /targets (JSON).
+func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if last := time.Unix(0, d.lastLoop.Load()); time.Since(last) > 5*time.Second {
+			http.Error(w, fmt.Sprintf("main loop stalled since %s", last.Format(time.RFC3339)), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Load() {
+			http.Error(w, "starting: first /proc scan not done", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("/targets", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(d.Targets())
+	})
+	return mux
+}

@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
+)
+
+func TestEndpoints(t *testing.T) {
+	spec, err := probes.Lookup("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Options{Config: Defaults(), Specs: []*probes.Spec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.totals = Totals{Attaches: 3, Detaches: 2, Events: 1000}
+	d.targets[42] = &target{progress: tracer.Progress{Events: 500, Drops: 7}, costPerEvent: uprobeEventCost, attachedAt: time.Now()}
+	mp, reg, err := newMeter(d.Totals, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mp.Shutdown(t.Context())
+	srv := httptest.NewServer(d.handler(reg))
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before the first scan: %d %s", code, body)
+	}
+	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/healthz with the loop never run: %d", code)
+	}
+	d.ready.Store(true)
+	d.touch()
+	for _, p := range []string{"/readyz", "/healthz"} {
+		if code, body := get(p); code != http.StatusOK {
+			t.Errorf("%s: %d %s", p, code, body)
+		}
+	}
+	code, body := get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{
+		"specprobe_daemon_processes 1",
+		"specprobe_daemon_attaches_total 3",
+		"specprobe_daemon_detaches_total 2",
+		"specprobe_events_total 1500",
+		"specprobe_drops_kernel_total 7",
+		"specprobe_sampling_rate 1",
+		"specprobe_probe_cost_seconds_total 0.0006", // 500 uprobe events x 1.2 us
+		"specprobe_daemon_memory_rss_bytes ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	if code, body := get("/targets"); code != http.StatusOK || !strings.Contains(body, `"events": 500`) {
+		t.Errorf("/targets: %d %s", code, body)
+	}
+}

@@ -1,0 +1,199 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
+)
+
+// A target is a process with a session running (attaching or attached).
+type target struct {
+	id           discover.ID
+	exe, engine  string
+	seen         time.Time // exec or first scan
+	boot         uint64    // CLOCK_BOOTTIME ns of the look that matched
+	attachedAt   time.Time // zero while attaching
+	tries        int
+	resource     []attribute.KeyValue
+	cancel       context.CancelFunc
+	progress     tracer.Progress
+	costPerEvent time.Duration
+	exec         bool // the process exec'd: look at it again once detached
+}
+
+type sessionEnd struct {
+	t   *target
+	res *tracer.Result
+	err error
+}
+
+// TargetInfo is one traced process, as /targets shows it.
+type TargetInfo struct {
+	PID        int               `json:"pid"`
+	Exe        string            `json:"exe"`
+	Engine     string            `json:"engine"`
+	Attached   bool              `json:"attached"`
+	Seen       time.Time         `json:"seen"`
+	AttachedAt time.Time         `json:"attached_at,omitzero"`
+	Events     uint64            `json:"events"`
+	Drops      uint64            `json:"drops"`
+	Resource   map[string]string `json:"resource,omitempty"`
+}
+
+func (t *target) info() TargetInfo {
+	i := TargetInfo{PID: t.id.PID, Exe: t.exe, Engine: t.engine, Attached: !t.attachedAt.IsZero(),
+		Seen: t.seen, AttachedAt: t.attachedAt, Events: t.progress.Events, Drops: t.progress.Drops}
+	if len(t.resource) > 0 {
+		i.Resource = map[string]string{}
+		for _, kv := range t.resource {
+			i.Resource[string(kv.Key)] = kv.Value.Emit()
+		}
+	}
+	return i
+}
+
+// start runs a session for the candidate; d.mu is held.
+func (d *Daemon) start(c *candidate, spec *probes.Spec) {
+	ctx, cancel := context.WithCancel(d.ctx)
+	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: discover.BootNow(), tries: c.tries + 1,
+		cancel: cancel, costPerEvent: uprobeEventCost}
+	if isPython(spec) {
+		t.costPerEvent = watchEventCost
+	}
+	d.targets[c.id.PID] = t
+	attached := make(chan struct{})
+	cfg := tracer.Config{
+		PID: c.id.PID, Spec: spec, SkipEndbr: true, Exporters: d.shared,
+		Log: &prefixLog{l: d.log, prefix: fmt.Sprintf("PID %d: ", c.id.PID)}, Attached: attached,
+		ImportWait: 5 * time.Second, QueueSize: d.queueSize(),
+		Progress: func(p tracer.Progress) { d.mu.Lock(); t.progress = p; d.mu.Unlock() },
+	}
+	if d.opts.EventBudget > 0 {
+		cfg.Sampler = d.budget.Sampler()
+	}
+	go func() {
+		if d.opts.Meta != nil {
+			t.resource = d.opts.Meta(ctx, c.id.PID)
+		}
+		cfg.Resource = t.resource
+		go func() {
+			select {
+			case <-attached:
+				d.mu.Lock()
+				t.attachedAt = time.Now()
+				d.totals.Attaches++
+				d.mu.Unlock()
+				d.log.printf("attached to PID %d (%s, %s) %s after it was found", t.id.PID, t.exe, t.engine, time.Since(t.seen).Round(time.Millisecond))
+				d.notify(Event{Kind: "attached", PID: t.id.PID})
+			case <-ctx.Done():
+			}
+		}()
+		res, err := tracer.Run(ctx, cfg)
+		d.done <- sessionEnd{t, res, err}
+	}()
+}
+
+// queueSize splits the span queues' share of the memory limit (a quarter of
+// it, ~1 KiB a span) over the processes that may be traced at once.
+func (d *Daemon) queueSize() int {
+	limit, _ := ParseSize(d.opts.MemoryLimit)
+	if limit <= 0 {
+		return 0
+	}
+	return max(1024, int(limit/4/1024)/d.opts.MaxProcesses/max(1, len(d.shared)))
+}
+
+// finish records a session's end; an attach that failed on a process that
+// just started is tried again (a library may not be mapped yet).
+func (d *Daemon) finish(e sessionEnd) {
+	t := e.t
+	d.mu.Lock()
+	delete(d.targets, t.id.PID)
+	addProgress(&d.totals, t.progress, t.costPerEvent)
+	attached := !t.attachedAt.IsZero()
+	alive := false
+	if id, err := discover.Identify(t.id.PID); err == nil && id == t.id {
+		alive = true
+	}
+	switch {
+	case attached:
+		d.totals.Detaches++
+		reason := "stopped"
+		if e.res != nil {
+			reason = e.res.Reason
+		}
+		if e.err != nil {
+			reason += ": " + e.err.Error()
+		}
+		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
+		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Reason: reason, Result: e.res})
+	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled):
+		now := time.Now()
+		d.cands[t.id.PID] = &candidate{id: t.id, seen: t.seen, boot: t.boot, next: now.Add(min(2*time.Second, 100*time.Millisecond<<t.tries)), tries: t.tries}
+	case alive && !t.exec && d.ctx.Err() == nil:
+		d.totals.AttachFailures++
+		d.failed[t.id] = true
+		d.log.printf("could not attach to PID %d (%s, %s): %v", t.id.PID, t.exe, t.engine, e.err)
+		defer d.notify(Event{Kind: "failed", PID: t.id.PID, Reason: fmt.Sprint(e.err)})
+	}
+	d.mu.Unlock()
+	if t.exec && alive {
+		d.consider(t.id.PID, discover.BootNow())
+	}
+}
+
+// stopAll detaches from every target and waits for the sessions to end.
+func (d *Daemon) stopAll() {
+	d.mu.Lock()
+	n := len(d.targets)
+	for _, t := range d.targets {
+		t.cancel()
+	}
+	for _, c := range d.cands {
+		c.close()
+	}
+	d.cands = map[int]*candidate{}
+	d.mu.Unlock()
+	for ; n > 0; n-- {
+		d.finish(<-d.done)
+	}
+}
+
+// sharedExporter lets every session's span processor use one exporter:
+// calls are serialised and a session's shutdown leaves it open.
+type sharedExporter struct {
+	mu *sync.Mutex
+	sdktrace.SpanExporter
+}
+
+func (s sharedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.SpanExporter.ExportSpans(ctx, spans)
+}
+
+func (sharedExporter) Shutdown(context.Context) error { return nil }
+
+// prefixLog puts a session's messages on the daemon's log, a line at a time.
+type prefixLog struct {
+	l      *lineLog
+	prefix string
+}
+
+func (p *prefixLog) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		p.l.printf("%s%s", p.prefix, strings.TrimPrefix(line, "specprobe: "))
+	}
+	return len(b), nil
+}

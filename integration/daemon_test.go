@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
+)
+
+// fleet is a daemon running in the test process, with every span kept and
+// every attach and detach reported on a channel.
+type fleet struct {
+	d      *daemon.Daemon
+	mem    *tracetest.InMemoryExporter
+	events chan daemon.Event
+	stop   func()
+}
+
+func startFleet(t *testing.T, cfg daemon.Config) *fleet {
+	t.Helper()
+	specs, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{mem: tracetest.NewInMemoryExporter(), events: make(chan daemon.Event, 256)}
+	listening := make(chan string, 1)
+	f.d, err = daemon.New(daemon.Options{Config: cfg, Specs: specs, Log: testLog{t},
+		Exporters: []tracer.Exporter{{Name: "memory", SpanExporter: keepSpans{f.mem}}},
+		Listening: func(a string) { listening <- a },
+		Notify:    func(e daemon.Event) { f.events <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.d.Run(ctx) }()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("daemon: %v", err)
+	}
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		})
+	}
+	t.Cleanup(f.stop)
+	return f
+}
+
+// next waits for the daemon's next event about pid (others are ignored).
+func (f *fleet) next(t *testing.T, pid int, kind string, within time.Duration) daemon.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case e := <-f.events:
+			if e.PID != pid {
+				continue
+			}
+			if e.Kind != kind {
+				t.Fatalf("PID %d: daemon reported %s (%s), want %s", pid, e.Kind, e.Reason, kind)
+			}
+			return e
+		case <-deadline:
+			t.Fatalf("PID %d: no %s event within %s", pid, kind, within)
+		}
+	}
+}
+
+// spansOf are the spans of one process (the resource's process.pid).
+func (f *fleet) spansOf(pid int) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range f.mem.GetSpans().Snapshots() {
+		for _, kv := range s.Resource().Attributes() {
+			if kv.Key == "process.pid" && kv.Value.AsInt64() == int64(pid) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// launch starts a target that parks until SIGUSR1, through `sh -c exec` as a
+// launcher script would (the daemon sees the exec of a process that was a shell).
+func launch(t *testing.T, argv ...string) (*exec.Cmd, time.Time) {
+	t.Helper()
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = "'" + a + "'"
+	}
+	cmd := exec.Command("/bin/sh", "-c", "exec "+strings.Join(quoted, " "))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("target %s did not get ready: %q %v", argv[0], line, err)
+	}
+	return cmd, started
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+// TestDaemonFindsTargets starts the daemon, then native and Python targets one
+// after another: each must be attached within a second of its start, traced
+// as its ground-truth log says, and detached when it exits.
+func TestDaemonFindsTargets(t *testing.T) {
+	needRoot(t)
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleet(t, cfg)
+	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	type target struct {
+		name string
+		argv []string
+		py   bool
+	}
+	targets := []target{
+		{"specdemo", []string{demoBinary(t, "specdemo"), "--threads", "2", "--batch", "3", "--requests", "12"}, false},
+		{"specdemo-cet", []string{demoBinary(t, "specdemo-cet"), "--threads", "1", "--requests", "8"}, false},
+	}
+	for _, py := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/usr/bin/python3.11"} {
+		if _, err := os.Stat(py); err == nil {
+			targets = append(targets, target{"sglang " + py, []string{py, script, "--requests", "8", "--work-scale", "8"}, true})
+		}
+	}
+	if len(targets) < 3 {
+		t.Logf("no Python interpreter for the SGLang target: native targets only")
+	}
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "truth.jsonl")
+			cmd, started := launch(t, append(tg.argv, "--wait-signal", "--log", log)...)
+			pid := cmd.Process.Pid
+			at := f.next(t, pid, "attached", 10*time.Second)
+			if lag := at.At.Sub(started); lag > time.Second {
+				t.Errorf("attached %s after the target started, want within 1s", lag)
+			} else {
+				t.Logf("attached %s after the target started", lag.Round(time.Millisecond))
+			}
+			if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+				t.Fatal(err)
+			}
+			if code := exitCode(t, cmd); code != 0 {
+				t.Fatalf("target exited with %d", code)
+			}
+			det := f.next(t, pid, "detached", 20*time.Second)
+			if det.Result == nil || !det.Result.TargetExited {
+				t.Errorf("detached for %q, want the target's exit", det.Reason)
+			}
+			spans := f.spansOf(pid)
+			if tg.py {
+				comparePython(t, spans, pyExpected(t, log), det.Result.Python)
+			} else {
+				truth := readTruth(t, log)
+				if got := det.Result.Read.Events; got != uint64(2*len(truth)) {
+					t.Errorf("%d events, want %d", got, 2*len(truth))
+				}
+				compareWithTruth(t, spans, truth)
+			}
+			if n := len(f.d.Targets()); n != 0 {
+				t.Errorf("%d targets still listed after the exit", n)
+			}
+		})
+	}
+	tot := f.d.Totals()
+	if tot.Attaches != uint64(len(targets)) || tot.Detaches != uint64(len(targets)) || tot.AttachFailures != 0 {
+		t.Errorf("totals: %d attaches, %d detaches, %d failures; want %d, %d, 0", tot.Attaches, tot.Detaches, tot.AttachFailures, len(targets), len(targets))
+	}
+	f.stop()
+	assertNoProbesLeft(t)
+}
+
+// TestDaemonChurn kills targets in the middle of a stage and starts new ones
+// while the daemon runs: every one is attached and detached, the killed
+// stage ends with an error span, and a target started after the churn is
+// still traced exactly.
+func TestDaemonChurn(t *testing.T) {
+	needRoot(t)
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleet(t, cfg)
+	bin := demoBinary(t, "specdemo-cet")
+	for i := range 6 {
+		log := filepath.Join(t.TempDir(), "truth.jsonl")
+		// Crashes (SIGABRT-like exit 3) in its 3rd verify, mid-stage.
+		cmd, _ := launch(t, bin, "--threads", "2", "--requests", "40", "--crash-in-verify", "3", "--wait-signal", "--log", log)
+		pid := cmd.Process.Pid
+		f.next(t, pid, "attached", 10*time.Second)
+		_ = cmd.Process.Signal(syscall.SIGUSR1)
+		if code := exitCode(t, cmd); code != 3 {
+			t.Fatalf("round %d: target exited with %d, want 3 (died in a verify)", i, code)
+		}
+		det := f.next(t, pid, "detached", 20*time.Second)
+		errored := 0
+		for _, s := range f.spansOf(pid) {
+			if s.Name() == "spec_verify" && s.Status().Description != "" {
+				errored++
+			}
+		}
+		if errored == 0 {
+			t.Errorf("round %d: no spec_verify span with an error status for the verify the target died in (%s)", i, det.Reason)
+		}
+	}
+	log := filepath.Join(t.TempDir(), "truth.jsonl")
+	cmd, _ := launch(t, bin, "--threads", "2", "--batch", "2", "--requests", "10", "--wait-signal", "--log", log)
+	f.next(t, cmd.Process.Pid, "attached", 10*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGUSR1)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("target exited with %d", code)
+	}
+	f.next(t, cmd.Process.Pid, "detached", 20*time.Second)
+	compareWithTruth(t, f.spansOf(cmd.Process.Pid), readTruth(t, log))
+	f.stop()
+	assertNoProbesLeft(t)
+}
