@@ -10,12 +10,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-// The daemon's PID namespace (device and inode of /proc/self/ns/pid). PIDs are
-// reported as the daemon sees them in its /proc; a process outside that
-// namespace is not reported. Zero ino: report the kernel's (root namespace) PIDs.
-volatile const __u64 pidns_dev;
-volatile const __u64 pidns_ino;
-
+// PIDs are the kernel's (the initial PID namespace's): the daemon runs there
+// (hostPID), which is how it sees every container's processes in /proc.
 struct exec_event {
 	__u32 pid;
 	__u32 pad;
@@ -39,12 +35,6 @@ SEC("raw_tracepoint/sched_process_exec")
 int on_exec(void *ctx)
 {
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	if (pidns_ino) {
-		struct bpf_pidns_info ns = {};
-		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)))
-			return 0;
-		pid = ns.tgid;
-	}
 	struct exec_event *e = bpf_ringbuf_reserve(&execs, sizeof(*e), 0);
 	if (!e) {
 		__u32 zero = 0;

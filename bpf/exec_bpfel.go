@@ -19,8 +19,6 @@ const (
 	ExecMapExecDrops = "exec_drops"
 	ExecMapExecs     = "execs"
 	ExecProgOnExec   = "on_exec"
-	ExecVarPidnsDev  = "pidns_dev"
-	ExecVarPidnsIno  = "pidns_ino"
 )
 
 // LoadExec returns the embedded CollectionSpec for Exec.
@@ -80,8 +78,6 @@ type ExecMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ExecVariableSpecs struct {
-	PidnsDev *ebpf.VariableSpec `ebpf:"pidns_dev"`
-	PidnsIno *ebpf.VariableSpec `ebpf:"pidns_ino"`
 }
 
 // ExecObjects contains all objects after they have been loaded into the kernel.
@@ -119,8 +115,6 @@ func (m *ExecMaps) Close() error {
 //
 // It can be passed to LoadExecObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ExecVariables struct {
-	PidnsDev *ebpf.Variable `ebpf:"pidns_dev"`
-	PidnsIno *ebpf.Variable `ebpf:"pidns_ino"`
 }
 
 // ExecPrograms contains all programs after they have been loaded into the kernel.

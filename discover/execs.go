@@ -27,24 +27,25 @@ type Execs struct {
 	reader *ringbuf.Reader
 }
 
-// WatchExecs arms the exec tracepoint. PIDs are those of the caller's PID
-// namespace (as /proc shows them here); processes outside it are not reported.
+// initPIDNamespace is the inode of the kernel's first PID namespace
+// (PROC_PID_INIT_INO), the same on every Linux.
+const initPIDNamespace = 0xEFFFFFFC
+
+// WatchExecs arms the exec tracepoint. It needs the host's PID namespace:
+// the kernel reports PIDs as that namespace numbers them.
 func WatchExecs() (*Execs, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/pid", &st); err != nil {
+		return nil, fmt.Errorf("reading our PID namespace: %w", err)
+	}
+	if st.Ino != initPIDNamespace {
+		return nil, fmt.Errorf("specprobe daemon runs in a PID namespace of its own (inode %d): it must see the host's processes: run it with hostPID: true in Kubernetes, --pid=host in Docker", st.Ino)
+	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
 	spec, err := bpf.LoadExec()
 	if err != nil {
-		return nil, err
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/pid", &st); err != nil {
-		return nil, fmt.Errorf("reading our PID namespace: %w", err)
-	}
-	if err := spec.Variables["pidns_dev"].Set(uint64(st.Dev)); err != nil {
-		return nil, err
-	}
-	if err := spec.Variables["pidns_ino"].Set(st.Ino); err != nil {
 		return nil, err
 	}
 	w := &Execs{}

@@ -3,9 +3,11 @@ package integration
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,6 +125,54 @@ func launch(t *testing.T, argv ...string) (*exec.Cmd, time.Time) {
 	return cmd, started
 }
 
+// containerScript runs its arguments as PID 1 of a new PID namespace, from a
+// private tmpfs the host cannot see (as a container's image is), when the
+// first argument is a file to copy there; else from where it is.
+const containerScript = `mount -t tmpfs none /mnt && b="$0" && if [ "$COPY" = 1 ]; then cp "$0" /mnt/ && b=/mnt/$(basename "$0"); fi && exec "$b" "$@"`
+
+// launchContained is launch in a container-like namespace; it returns the
+// target's PID as the host sees it and a map from the target's own thread
+// ids to the host's (read once it is ready: its threads exist by then).
+func launchContained(t *testing.T, copyBinary bool, argv ...string) (*exec.Cmd, int, map[uint32]uint32, time.Time) {
+	t.Helper()
+	cmd := exec.Command("unshare", append([]string{"--pid", "--fork", "--mount", "--mount-proc", "/bin/sh", "-c", containerScript}, argv...)...)
+	if copyBinary {
+		cmd.Env = append(os.Environ(), "COPY=1")
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("contained target did not get ready: %q %v", line, err)
+	}
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	if err != nil || len(strings.Fields(string(kids))) != 1 {
+		t.Fatalf("children of unshare: %q %v", kids, err)
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(kids))[0])
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	tids := map[uint32]uint32{}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(strings.TrimPrefix(line, "NSpid:")); strings.HasPrefix(line, "NSpid:") && len(f) == 2 {
+				host, _ := strconv.Atoi(f[0])
+				inner, _ := strconv.Atoi(f[1])
+				tids[uint32(inner)] = uint32(host)
+			}
+		}
+	}
+	return cmd, pid, tids, started
+}
+
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	err := cmd.Wait()
@@ -200,6 +250,70 @@ func TestDaemonFindsTargets(t *testing.T) {
 	if tot.Attaches != uint64(len(targets)) || tot.Detaches != uint64(len(targets)) || tot.AttachFailures != 0 {
 		t.Errorf("totals: %d attaches, %d detaches, %d failures; want %d, %d, 0", tot.Attaches, tot.Detaches, tot.AttachFailures, len(targets), len(targets))
 	}
+	f.stop()
+	assertNoProbesLeft(t)
+}
+
+// TestDaemonContainers: targets in their own PID and mount namespaces, one
+// with its binary visible only inside (a container image), are found,
+// resolved through /proc/PID/root and traced exactly; spans name the host's
+// PIDs and thread ids.
+func TestDaemonContainers(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare(1) (util-linux) to make namespaces")
+	}
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleet(t, cfg)
+	t.Run("native, image-only binary", func(t *testing.T) {
+		log := filepath.Join(t.TempDir(), "truth.jsonl")
+		cmd, pid, tids, started := launchContained(t, true, demoBinary(t, "specdemo-cet"), "--threads", "2", "--batch", "2", "--requests", "10", "--wait-signal", "--log", log)
+		at := f.next(t, pid, "attached", 10*time.Second)
+		if lag := at.At.Sub(started); lag > time.Second {
+			t.Errorf("attached %s after the target started, want within 1s", lag)
+		}
+		_ = syscall.Kill(pid, syscall.SIGUSR1)
+		if code := exitCode(t, cmd); code != 0 {
+			t.Fatalf("target exited with %d", code)
+		}
+		f.next(t, pid, "detached", 20*time.Second)
+		truth := readTruth(t, log)
+		for i := range truth {
+			host, ok := tids[truth[i].TID]
+			if !ok {
+				t.Fatalf("thread %d of the target has no host id (have %v)", truth[i].TID, tids)
+			}
+			truth[i].TID = host
+		}
+		compareWithTruth(t, f.spansOf(pid), truth)
+	})
+	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	t.Run("python, own PID namespace", func(t *testing.T) {
+		if _, err := os.Stat(py); err != nil {
+			t.Skipf("interpreter %s not installed", py)
+		}
+		log := filepath.Join(t.TempDir(), "truth.jsonl")
+		script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+		cmd, pid, tids, _ := launchContained(t, false, py, script, "--requests", "8", "--work-scale", "8", "--wait-signal", "--log", log)
+		f.next(t, pid, "attached", 10*time.Second)
+		_ = syscall.Kill(pid, syscall.SIGUSR1)
+		if code := exitCode(t, cmd); code != 0 {
+			t.Fatalf("target exited with %d", code)
+		}
+		det := f.next(t, pid, "detached", 20*time.Second)
+		want := pyExpected(t, log)
+		for _, calls := range want {
+			for i := range calls {
+				host, ok := tids[calls[i].tid]
+				if !ok {
+					t.Fatalf("thread %d of the target has no host id (have %v)", calls[i].tid, tids)
+				}
+				calls[i].tid = host
+			}
+		}
+		comparePython(t, f.spansOf(pid), want, det.Result.Python)
+	})
 	f.stop()
 	assertNoProbesLeft(t)
 }

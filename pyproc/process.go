@@ -20,6 +20,9 @@ type Process struct {
 	runtime    uint64
 	hashKey    [2]uint64
 	hashSecret uint64
+	// nsTIDs maps the target's thread ids to ours when it runs in a PID
+	// namespace of its own; empty (not nil) when it shares ours.
+	nsTIDs map[int]int
 	// hashOK: 0 not yet checked, 1 our str hash matches the target's, -1 it
 	// does not (every lookup scans).
 	hashOK int8

@@ -3,6 +3,8 @@ package pyproc
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // maxThreads bounds the thread-state list walk.
@@ -54,7 +56,7 @@ func (p *Process) nativeTID(ts, pthread uint64) int {
 		if err != nil {
 			return 0
 		}
-		return int(int32(v))
+		return p.hostTID(int(int32(v)))
 	}
 	// 3.10 keeps only pthread_t, which on glibc points at struct pthread
 	// whose tid field sits at PthreadTID. Check the result names a thread
@@ -66,12 +68,63 @@ func (p *Process) nativeTID(ts, pthread uint64) int {
 	if err != nil || v == 0 {
 		return 0
 	}
+	tid := p.hostTID(int(v))
 	if p.Pid != 0 {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", p.Pid, v)); err != nil {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", p.Pid, tid)); err != nil {
 			return 0
 		}
 	}
-	return int(v)
+	return tid
+}
+
+// hostTID turns a thread id as the target numbers it (in its own PID
+// namespace, in a container) into the one our /proc and the kernel's
+// events use; 0 when the thread is not found.
+func (p *Process) hostTID(inner int) int {
+	if p.Pid == 0 || inner == 0 {
+		return inner
+	}
+	if p.nsTIDs == nil {
+		p.nsTIDs = nsThreadIDs(p.Pid)
+	}
+	if len(p.nsTIDs) == 0 {
+		return inner // same namespace as ours
+	}
+	host, ok := p.nsTIDs[inner]
+	if !ok { // a thread started since: read again
+		p.nsTIDs = nsThreadIDs(p.Pid)
+		host = p.nsTIDs[inner]
+	}
+	return host
+}
+
+// nsThreadIDs maps each thread's id in the target's PID namespace to ours
+// (NSpid in /proc/PID/task/TID/status); empty when the target is in ours.
+func nsThreadIDs(pid int) map[int]int {
+	out := map[int]int{}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			rest, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(rest)
+			if len(f) < 2 {
+				return map[int]int{}
+			}
+			ours, err1 := strconv.Atoi(f[0])
+			inner, err2 := strconv.Atoi(f[len(f)-1])
+			if err1 == nil && err2 == nil {
+				out[inner] = ours
+			}
+		}
+	}
+	return out
 }
 
 // maxFrames bounds a stack walk.
