@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"sync"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,11 +15,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// idField matches the only bytes fields OTLP/JSON writes as hex; every
-// other bytes field (e.g. a bytesValue attribute) stays base64 as protojson
-// emits it. It cannot match inside a string value: there every '"' is
+// idKeys are the only bytes fields OTLP/JSON writes as hex; every other
+// bytes field (e.g. a bytesValue attribute) stays base64 as protojson emits
+// it. A key cannot be matched inside a string value: there every '"' is
 // escaped, so a name like traceId is never directly followed by a quote.
-var idField = regexp.MustCompile(`"(traceId|spanId|parentSpanId)":"([^"]*)"`)
+var idKeys = [][]byte{[]byte(`"traceId":"`), []byte(`"spanId":"`), []byte(`"parentSpanId":"`)}
 
 // MarshalOTLPJSON encodes req the way the OpenTelemetry Collector's file
 // exporter does: protojson with integer enums, then ids re-encoded as hex.
@@ -59,16 +58,41 @@ func rewriteIDs(raw []byte, conv func(string) (string, error)) ([]byte, error) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, err
 	}
-	var convErr error
-	out := idField.ReplaceAllFunc(buf.Bytes(), func(m []byte) []byte {
-		sub := idField.FindSubmatch(m)
-		v, err := conv(string(sub[2]))
-		if err != nil && convErr == nil {
-			convErr = fmt.Errorf("otlp json %s %q: %w", sub[1], sub[2], err)
+	in := buf.Bytes()
+	out := make([]byte, 0, len(in))
+	// Next position of each key in in, or -1; found again only once passed.
+	next := make([]int, len(idKeys))
+	for k, key := range idKeys {
+		next[k] = bytes.Index(in, key)
+	}
+	done := 0
+	for {
+		k := -1
+		for i, p := range next {
+			if p >= 0 && (k < 0 || p < next[k]) {
+				k = i
+			}
 		}
-		return fmt.Appendf(nil, `"%s":"%s"`, sub[1], v)
-	})
-	return out, convErr
+		if k < 0 {
+			return append(out, in[done:]...), nil
+		}
+		start := next[k] + len(idKeys[k])
+		end := bytes.IndexByte(in[start:], '"')
+		if end < 0 {
+			return nil, fmt.Errorf("otlp json %s: unterminated string", idKeys[k])
+		}
+		v, err := conv(string(in[start : start+end]))
+		if err != nil {
+			return nil, fmt.Errorf("otlp json %s%s\": %w", idKeys[k], in[start:start+end], err)
+		}
+		out = append(append(out, in[done:start]...), v...)
+		done = start + end
+		if p := bytes.Index(in[done:], idKeys[k]); p >= 0 {
+			next[k] = done + p
+		} else {
+			next[k] = -1
+		}
+	}
 }
 
 type otlpFile struct {
