@@ -29,3 +29,8 @@ if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 else
 	$sudo ./bin/pywatch -rounds 11
 fi
+echo
+echo "== the daemon's own CPU and memory while it traces several targets at once (bench/daemonload)"
+go build -o bin/specprobe ./cmd/specprobe
+go build -o bin/daemonload ./bench/daemonload
+$sudo ./bin/daemonload

@@ -39,7 +39,16 @@ func (g *gpuFlags) apply(ctx context.Context, cfg *tracer.Config, spanExporters 
 		}
 		cfg.GPU = gpu.Open(g.opts)
 	}
-	name := g.metrics
+	r, err := metricReader(ctx, g.metrics, spanExporters)
+	if r != nil {
+		cfg.MetricReaders = []sdkmetric.Reader{r}
+	}
+	return err
+}
+
+// metricReader is the OTLP metric reader that name asks for; with name "",
+// OTLP when spans go to OTLP or an OTLP endpoint is set; nil for none.
+func metricReader(ctx context.Context, name string, spanExporters []string, opts ...sdkmetric.PeriodicReaderOption) (sdkmetric.Reader, error) {
 	if name == "" {
 		for _, e := range spanExporters {
 			if e == "otlp" || e == "otlp-grpc" || e == "otlp-http" {
@@ -53,14 +62,13 @@ func (g *gpuFlags) apply(ctx context.Context, cfg *tracer.Config, spanExporters 
 	proto, ok := map[string]string{"otlp": "", "otlp-grpc": "grpc", "otlp-http": "http/protobuf"}[strings.TrimSpace(name)]
 	switch {
 	case name == "" || name == "none":
-		return nil
+		return nil, nil
 	case !ok:
-		return fmt.Errorf("unknown metrics exporter %q (have: otlp, otlp-grpc, otlp-http, none)", name)
+		return nil, fmt.Errorf("unknown metrics exporter %q (have: otlp, otlp-grpc, otlp-http, none)", name)
 	}
-	r, err := gpu.NewOTLPReader(ctx, proto)
+	r, err := gpu.NewOTLPReader(ctx, proto, opts...)
 	if err != nil {
-		return fmt.Errorf("metrics exporter %s: %w", name, err)
+		return nil, fmt.Errorf("metrics exporter %s: %w", name, err)
 	}
-	cfg.MetricReaders = []sdkmetric.Reader{r}
-	return nil
+	return r, nil
 }

@@ -19,7 +19,7 @@ spec_draft_extend), without any change to the server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(attachCmd(), probesCmd(), doctorCmd())
+	root.AddCommand(attachCmd(), daemonCmd(), probesCmd(), doctorCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "specprobe:", err)
 		os.Exit(1)

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/k8smeta"
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+)
+
+func daemonCmd() *cobra.Command {
+	var (
+		configFile string
+		flags      = daemon.Defaults()
+		metricsExp string
+	)
+	cmd := &cobra.Command{
+		Use:   "daemon [--config FILE] [flags]",
+		Short: "Find inference servers on this node, trace each while it runs (fleet mode)",
+		Example: `  sudo specprobe daemon --exporter otlp
+  sudo specprobe daemon --config /etc/specprobe/config.yaml
+  sudo specprobe daemon --engine llamacpp --probes mystack.yaml --exporter otlp-file --output spans.jsonl`,
+		Long: `Scans /proc, then watches every execve on the node (a BPF tracepoint), and
+attaches to each process that matches a probe spec: --probes files first, then
+the catalog (--engine restricts it). A native server matches by executable,
+command line or library; a Python one once it has imported its engine's module
+(engines import their workers late: Python processes are re-examined every 2s).
+Each target gets its own session, as with attach; it is detached when it exits
+or execs, and everything is detached on SIGINT or SIGTERM.
+
+Spans carry the process and, in Kubernetes, its pod as resource attributes
+(k8s.pod.name, k8s.namespace.name, k8s.container.name, k8s.node.name,
+container.id): the container from /proc/PID/cgroup, the names from the
+kubelet's /pods (NODE_IP or kubelet.url; the service account token) and the
+node from NODE_NAME.
+
+Limits: at most --max-processes targets at once (others wait for a slot);
+past --event-budget events per second over all targets new requests are
+sampled, all spans of a request together, each span carrying
+specprobe.sampling.rate; --memory-limit sets the Go memory limit and bounds
+the span queues.
+
+Self-observability on --listen (localhost by default): /metrics
+(Prometheus: attached processes, events, drops, spans, estimated probe cost,
+sampling rate, memory), /healthz, /readyz, /targets (JSON); the same metrics
+go out over OTLP with --metrics-exporter or when spans go to OTLP.
+
+Config file keys: listen, exporters, output, probes, engines, max_processes,
+event_budget, memory_limit, metrics_interval, kubelet {url, token_file,
+ca_file, insecure_skip_verify}. Flags given on the command line win.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := daemon.Defaults()
+			if configFile != "" {
+				var err error
+				if cfg, err = daemon.LoadConfig(configFile); err != nil {
+					return err
+				}
+			}
+			overrideFlags(cmd, &cfg)
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			specs, err := daemonSpecs(cfg)
+			if err != nil {
+				return err
+			}
+			exps, closeFiles, err := buildExporters(cmd.Context(), cfg.Exporters, cfg.Output)
+			if err != nil {
+				return err
+			}
+			defer closeFiles()
+			if len(exps) == 0 {
+				fmt.Fprintln(os.Stderr, "specprobe daemon: no span exporter (--exporter, or OTEL_EXPORTER_OTLP_ENDPOINT): spans are counted, not sent")
+			}
+			var readers []sdkmetric.Reader
+			if r, err := metricReader(cmd.Context(), metricsExp, cfg.Exporters, sdkmetric.WithInterval(cfg.MetricsInterval)); err != nil {
+				return err
+			} else if r != nil {
+				readers = append(readers, r)
+			}
+			meta, err := k8smeta.NewResolver(k8smeta.Config{KubeletURL: cfg.Kubelet.URL, TokenFile: cfg.Kubelet.TokenFile,
+				CAFile: cfg.Kubelet.CAFile, InsecureSkipVerify: cfg.Kubelet.InsecureSkipVerify})
+			if err != nil {
+				return fmt.Errorf("kubelet: %w", err)
+			}
+			if err := loader.CheckPrivileges(); err != nil {
+				return err
+			}
+			d, err := daemon.New(daemon.Options{Config: cfg, Specs: specs, Exporters: exps, MetricReaders: readers,
+				Meta: kubeMeta(meta), Log: os.Stderr})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return d.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&configFile, "config", "c", "", "config file (YAML; keys listed above)")
+	bindDaemonFlags(f, &flags)
+	f.StringVar(&metricsExp, "metrics-exporter", "", "where the daemon's metrics go besides /metrics: otlp, otlp-grpc, otlp-http or none (default: OTLP when spans go to OTLP)")
+	return cmd
+}
+
+// overrideFlags copies the flags given on the command line over cfg: the
+// same flags bound to cfg take the values the command line set.
+func overrideFlags(cmd *cobra.Command, cfg *daemon.Config) {
+	onCfg := pflag.NewFlagSet("config", pflag.ContinueOnError)
+	bindDaemonFlags(onCfg, cfg)
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		dst := onCfg.Lookup(f.Name)
+		if dst == nil {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			_ = dst.Value.(pflag.SliceValue).Replace(sv.GetSlice())
+		} else {
+			_ = dst.Value.Set(f.Value.String())
+		}
+	})
+}
+
+// bindDaemonFlags defines the flags that override config file keys. Each
+// flag's default is c's value: binding must not reset what the file set.
+func bindDaemonFlags(f *pflag.FlagSet, c *daemon.Config) {
+	f.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT for /metrics, /healthz, /readyz, /targets")
+	f.StringArrayVar(&c.Exporters, "exporter", c.Exporters, "where spans go: otlp, otlp-grpc, otlp-http, otlp-file, perfetto, console; NAME=PATH for files (repeatable)")
+	f.StringVarP(&c.Output, "output", "o", c.Output, "output file of the file exporter")
+	f.StringArrayVar(&c.Probes, "probes", c.Probes, "probe spec file matched before the catalog (repeatable)")
+	f.StringArrayVar(&c.Engines, "engine", c.Engines, "catalog spec to use (repeatable; default: all)")
+	f.IntVar(&c.MaxProcesses, "max-processes", c.MaxProcesses, "most processes traced at once")
+	f.IntVar(&c.EventBudget, "event-budget", c.EventBudget, "events per second over all targets beyond which requests are sampled (0: never sample)")
+	f.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "Go memory limit, e.g. 256MiB; also bounds the span queues")
+	f.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "OTLP metrics export interval")
+	f.StringVar(&c.Kubelet.URL, "kubelet-url", c.Kubelet.URL, "kubelet to read pod names from (default https://$NODE_IP:10250 when NODE_IP is set)")
+	f.BoolVar(&c.Kubelet.InsecureSkipVerify, "kubelet-insecure-skip-verify", c.Kubelet.InsecureSkipVerify, "do not verify the kubelet's serving certificate (often self-signed)")
+}
+
+// daemonSpecs are the user's spec files, then the catalog (or the engines named).
+func daemonSpecs(cfg daemon.Config) ([]*probes.Spec, error) {
+	var specs []*probes.Spec
+	for _, f := range cfg.Probes {
+		s, err := probes.Load(f)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
+	}
+	if len(cfg.Engines) > 0 {
+		for _, e := range cfg.Engines {
+			s, err := probes.Lookup(e)
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, s)
+		}
+		return specs, nil
+	}
+	cat, err := probes.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	return append(specs, cat...), nil
+}
+
+func kubeMeta(r *k8smeta.Resolver) func(context.Context, int) []attribute.KeyValue {
+	var mu sync.Mutex // sessions start concurrently; one kubelet fetch at a time
+	reported := ""
+	return func(ctx context.Context, pid int) []attribute.KeyValue {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		info := r.Lookup(ctx, pid)
+		if err := r.Err(); err != nil && err.Error() != reported {
+			reported = err.Error()
+			fmt.Fprintf(os.Stderr, "specprobe daemon: kubelet: %v (pods are named by container id only)\n", err)
+		}
+		return info.Attributes()
+	}
+}
