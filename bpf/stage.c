@@ -231,6 +231,16 @@ struct {
 	__type(value, u32);
 } watches SEC(".maps");
 
+// Python: thread id -> address of the thread state's exception being raised
+// (curexc_type / current_exception), read at each hit: non-NULL at a frame's
+// pop means the call is ending by an exception.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, u64);
+} exc_slots SEC(".maps");
+
 SEC("perf_event")
 int watch_hit(struct watch_ctx *ctx)
 {
@@ -247,6 +257,10 @@ int watch_hit(struct watch_ctx *ctx)
 	e->values[1] = ctx->regs.ip;
 	e->values[2] = 0;
 	e->values[3] = 0;
+	u32 tid = e->tid;
+	u64 *slot = bpf_map_lookup_elem(&exc_slots, &tid);
+	if (slot && !bpf_probe_read_user(&e->values[2], sizeof(u64), (void *)*slot))
+		e->values[3] = 1; // exception state known
 	// Wake the reader at once: it reads the call's arguments from user space
 	// while the call still runs (stage calls are milliseconds long and few).
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);

@@ -49,6 +49,7 @@ type StageValueSpec struct {
 const (
 	StageMapDrops            = "drops"
 	StageMapEvents           = "events"
+	StageMapExcSlots         = "exc_slots"
 	StageMapSites            = "sites"
 	StageMapWatches          = "watches"
 	StageProgBare            = "bare"
@@ -120,10 +121,11 @@ type StageProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageMapSpecs struct {
-	Drops   *ebpf.MapSpec `ebpf:"drops"`
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Sites   *ebpf.MapSpec `ebpf:"sites"`
-	Watches *ebpf.MapSpec `ebpf:"watches"`
+	Drops    *ebpf.MapSpec `ebpf:"drops"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
+	ExcSlots *ebpf.MapSpec `ebpf:"exc_slots"`
+	Sites    *ebpf.MapSpec `ebpf:"sites"`
+	Watches  *ebpf.MapSpec `ebpf:"watches"`
 }
 
 // StageVariableSpecs contains global variables before they are loaded into the kernel.
@@ -155,16 +157,18 @@ func (o *StageObjects) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageMaps struct {
-	Drops   *ebpf.Map `ebpf:"drops"`
-	Events  *ebpf.Map `ebpf:"events"`
-	Sites   *ebpf.Map `ebpf:"sites"`
-	Watches *ebpf.Map `ebpf:"watches"`
+	Drops    *ebpf.Map `ebpf:"drops"`
+	Events   *ebpf.Map `ebpf:"events"`
+	ExcSlots *ebpf.Map `ebpf:"exc_slots"`
+	Sites    *ebpf.Map `ebpf:"sites"`
+	Watches  *ebpf.Map `ebpf:"watches"`
 }
 
 func (m *StageMaps) Close() error {
 	return _StageClose(
 		m.Drops,
 		m.Events,
+		m.ExcSlots,
 		m.Sites,
 		m.Watches,
 	)

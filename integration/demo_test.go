@@ -27,6 +27,7 @@ type expectedCall struct {
 	start, end int64
 	numDrafts  *int64
 	correct    *int64
+	err        string // the exception a Python stage call raised
 }
 
 // expected turns the ground-truth log into per-request stage calls, with each

@@ -41,6 +41,8 @@ type Session struct {
 	refcnt     map[uint32]uint64
 	symbolizer *Symbolizer
 	ipClasses  map[uint64]ipClass
+	// Python 3.12+: frame_dealloc releases a frame object's own reference.
+	frameObjectOwnsCode bool
 }
 
 // Attach arms entry and exit probes on every target, restricted to pid.

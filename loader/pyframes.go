@@ -22,10 +22,13 @@ const (
 )
 
 // classifyIP names the function an IP is in and sorts it.
-func classifyIP(name string) ipClass {
+func classifyIP(name string, frameObjectOwnsCode bool) ipClass {
 	fn, _, found := strings.Cut(name, "+")
 	if !found || strings.HasPrefix(fn, "/") || strings.HasPrefix(fn, "0x") {
 		return ipUnknown
+	}
+	if fn == "frame_dealloc" && frameObjectOwnsCode {
+		return ipOther
 	}
 	for _, p := range framePush {
 		if fn == p {

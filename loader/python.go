@@ -61,7 +61,11 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 
 // ArmPython watches each Python target's code object on every thread; their
 // sites follow the native ones.
-func (s *Session) ArmPython(targets []PyTarget) error {
+func (s *Session) ArmPython(targets []PyTarget, v pyproc.Version) error {
+	// From 3.12 a frame object that outlives its call (a traceback, a kept
+	// sys._getframe()) takes a reference of its own to the code when the
+	// call ends, and drops it in frame_dealloc: there that -1 is no call's end.
+	s.frameObjectOwnsCode = v.Major == 3 && v.Minor >= 12
 	if len(targets) > 0 {
 		// Symbols of the interpreter tell frame pushes and pops from other
 		// writes to a code object's reference count.
@@ -103,4 +107,10 @@ func (s *Session) disarmSite(site uint32) {
 			s.DisarmWatch(w)
 		}
 	}
+}
+
+// SetExceptionSlot tells watch_hit where thread tid's exception being raised
+// is (pyproc.ExceptionSlot), so a stage call's exit says whether it raised.
+func (s *Session) SetExceptionSlot(tid uint32, addr uint64) error {
+	return s.objs.ExcSlots.Put(tid, addr)
 }

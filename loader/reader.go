@@ -177,6 +177,13 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 	}
 	ev.Values[0] = spanbuilder.Value{Name: "ip", V: int64(ip)}
 	ev.NValues = 1
+	// The thread's exception being raised, when its slot is known: set at a
+	// frame's pop, the call is ending by that exception.
+	if exc := binary.LittleEndian.Uint64(raw[offValues+16:]); exit && raw[offValues+24]&1 != 0 && exc != 0 {
+		ev.Err = "raised an exception"
+		ev.Values[1] = spanbuilder.Value{Name: "exception", V: int64(exc)}
+		ev.NValues = 2
+	}
 	return true
 }
 
@@ -189,7 +196,7 @@ func (s *Session) ipClass(ip uint64) ipClass {
 	if !ok {
 		c = ipUnknown
 		if s.symbolizer != nil {
-			c = classifyIP(s.symbolizer.Name(ip))
+			c = classifyIP(s.symbolizer.Name(ip), s.frameObjectOwnsCode)
 		}
 		s.ipClasses[ip] = c
 	}

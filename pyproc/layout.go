@@ -39,6 +39,9 @@ type Layout struct {
 	// read from glibc's struct pthread at pthread_t+PthreadTID instead.
 	TstateNativeThreadID uint64
 	PthreadTID           uint64
+	// TstateExc is the exception being raised on the thread (curexc_type
+	// before 3.12, current_exception since); 0 where no table says it.
+	TstateExc uint64
 
 	// Current frame: tstate+TstateFrame holds a pointer; when CFrameCurrent
 	// is >= 0 (3.11, 3.12) that pointer is a _PyCFrame and the frame is at
@@ -127,7 +130,7 @@ func tableLayout(v Version) (Layout, error) {
 	switch v.Minor {
 	case 10:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x20, 0, 0x358, 0x8
-		l.TstateThreadID = 0xb0
+		l.TstateThreadID, l.TstateExc = 0xb0, 0x58
 		l.TstateFrame, l.FrameCode, l.FramePrevious = 0x18, 0x20, 0x18
 		l.DictKeysLegacy = true
 		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
@@ -139,14 +142,14 @@ func tableLayout(v Version) (Layout, error) {
 		l.TypeCachedKeys = 0x368
 	case 11:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x378, 0x10
-		l.TstateThreadID, l.TstateNativeThreadID = 0x98, 0xa0
+		l.TstateThreadID, l.TstateNativeThreadID, l.TstateExc = 0x98, 0xa0, 0x60
 		l.TstateFrame, l.CFrameCurrent, l.FrameCode, l.FramePrevious = 0x38, 0x8, 0x20, 0x30
 		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
 		l.CodeFirstLine = 0x48
 		l.CodeArgcount, l.TypeCachedKeys = 0x38, 0x368
 	case 12:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x3b0, 0x48
-		l.TstateThreadID, l.TstateNativeThreadID = 0x88, 0x90
+		l.TstateThreadID, l.TstateNativeThreadID, l.TstateExc = 0x88, 0x90, 0x60
 		l.TstateFrame, l.CFrameCurrent, l.FrameCode, l.FramePrevious = 0x38, 0, 0, 0x8
 		l.ASCIIData, l.CompactData = 0x28, 0x38
 		l.CodeFirstLine = 0x44
@@ -241,6 +244,11 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.TstateNext = d["tstate.next"]
 	l.TstateThreadID = d["tstate.thread_id"]
 	l.TstateNativeThreadID = d["tstate.native_thread_id"]
+	if v.Minor == 13 {
+		// Not in 3.13's debug offsets; measured from its headers. Later
+		// versions go without exception status until a table says it.
+		l.TstateExc = 0x70
+	}
 	l.TstateFrame = d["tstate.current_frame"]
 	l.FrameCode = d["frame.executable"]
 	l.FramePrevious = d["frame.previous"]

@@ -169,3 +169,26 @@ func (p *Process) Stack(t Thread) ([]*Code, error) {
 	}
 	return out, nil
 }
+
+// ExceptionSlot is the address of the exception being raised on thread t
+// (non-NULL while one propagates), or 0 where the layout does not say.
+func (p *Process) ExceptionSlot(t Thread) uint64 {
+	if p.layout.TstateExc == 0 || t.Addr == 0 {
+		return 0
+	}
+	return t.Addr + p.layout.TstateExc
+}
+
+// ExceptionName names the exception whose slot value (read at
+// ExceptionSlot) is v: the slot holds the type before 3.12, the exception
+// object since. "?" when unreadable.
+func (p *Process) ExceptionName(v uint64) string {
+	if !p.layout.Version.atLeast(3, 12) {
+		return p.typeName(v)
+	}
+	t, err := p.typeOf(v)
+	if err != nil {
+		return "?"
+	}
+	return p.typeName(t)
+}

@@ -41,6 +41,9 @@ def add_common_args(p):
                    help="print 'ready pid=N' then block until SIGUSR1 before serving")
     p.add_argument("--crash-in-verify", type=int, default=0, metavar="K",
                    help="die (exit 3) halfway through the K-th verify call")
+    p.add_argument("--raise-in-verify", type=int, default=0, metavar="K",
+                   help="every K-th EAGLE V2 verify raises VerifyFailed halfway; the worker logs it"
+                        " (\"error\" on the verify line) and runs the verify again")
     p.add_argument("--hold-frame", action="store_true",
                    help="keep frames/tracebacks of some stage calls alive for a while (caveat test)")
     p.add_argument("--read-code", action="store_true",
@@ -62,6 +65,7 @@ def start(args, banner, engine):
     log = _groundtruth.TruthLog(args.log)
     _groundtruth.set_truth(log)
     _faults.CRASH_VERIFY_AT = args.crash_in_verify
+    _faults.RAISE_VERIFY_EVERY = args.raise_in_verify
     import _workload
     _workload.SCALE = args.work_scale
     _faults.HOLD_FRAMES = args.hold_frame

@@ -1,5 +1,7 @@
 """Fault and caveat switches for the test targets (set by the entry scripts' flags).
 
+raise_in_verify(K): every K-th EAGLE V2 verify raises VerifyFailed after half its work; the
+worker logs that verify with "error" and runs it again.
 crash_in_verify(K): the K-th verify call dies halfway through (os._exit(3)) after flushing the
 ground truth: the tracer sees the +1 of that call and never its -1.
 hold(obj, ...): keeps a frame or traceback of a stage call alive after the call returned (as a
@@ -14,6 +16,8 @@ import time
 import _groundtruth
 
 CRASH_VERIFY_AT = 0
+RAISE_VERIFY_EVERY = 0
+_raise_calls = 0
 HOLD_FRAMES = False
 HOLD_EVERY = 4          # hold every 4th call of a stage method
 HOLD_KEEP = 2           # release a held object when a third one is taken
@@ -40,6 +44,22 @@ def verify_entered(work_fn):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(3)
+
+
+class VerifyFailed(RuntimeError):
+    """A verify that fails halfway (a transient error the worker retries)."""
+
+
+def verify_may_raise(work_fn):
+    """Every RAISE_VERIFY_EVERY-th call: do half the work and raise VerifyFailed,
+    which propagates out of the verify frame."""
+    global _raise_calls
+    if not RAISE_VERIFY_EVERY:
+        return
+    _raise_calls += 1
+    if _raise_calls % RAISE_VERIFY_EVERY == 0:
+        work_fn()
+        raise VerifyFailed("verify %d failed halfway" % _raise_calls)
 
 
 def want_hold(method):

@@ -75,6 +75,8 @@ def main(argv=None):
 
     by_step = {}
     for s in stages:
+        if s.get("error"):
+            continue  # a verify that raised; the retry is the step's verify
         if s["stage"] in ("draft", "verify") or (s["stage"] == "draft_extend" and s.get("mode") != "prefill"):
             key = (s["step"], s["stage"])
             if key in by_step:

@@ -36,6 +36,8 @@ type Event struct {
 	// Requests a batch call named itself (a Python stage's request list, read
 	// while the call ran), in batch order.
 	Requests []string
+	// Err, on an exit, says the call failed (a Python stage that raised).
+	Err string
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -135,7 +137,7 @@ func (b *Builder) Add(e *Event) {
 	if e.Requests != nil {
 		oc.requests = e.Requests
 	}
-	b.finish(e.TID, t, oc, e.BootNs, "")
+	b.finish(e.TID, t, oc, e.BootNs, e.Err)
 }
 
 func copyValues(e *Event) []Value {

@@ -70,7 +70,9 @@ func (l *LateAccept) Accepted(rid string, n int64, at time.Time) {
 func (l *LateAccept) release(r *lateReq, force bool) {
 	for len(r.held) > 0 {
 		s := r.held[0]
-		if v := slices.IndexFunc(s.Calls, func(c Call) bool { return c.Stage == "verify" }); v >= 0 {
+		// A verify that raised produced no tokens: the count is the last
+		// completed verify's (a retry in the same step).
+		if v := lastVerify(s.Calls); v >= 0 {
 			if len(r.counts) == 0 {
 				if !force {
 					return
@@ -87,6 +89,15 @@ func (l *LateAccept) release(r *lateReq, force bool) {
 		r.held = r.held[1:]
 		l.next.Step(s)
 	}
+}
+
+func lastVerify(calls []Call) int {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Stage == "verify" && calls[i].Err == "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // ForgetAll stops matching every request followed so far, releasing their

@@ -79,3 +79,23 @@ func TestLateAcceptUnfollowedAndForget(t *testing.T) {
 		t.Errorf("matched %d unmatched %d", l.Matched, l.Unmatched)
 	}
 }
+
+// A verify that raised produced no tokens: the count goes to the retry in
+// the same step, never to the failed call.
+func TestLateAcceptSkipsFailedVerify(t *testing.T) {
+	out := &collect{}
+	l := NewLateAccept(out)
+	l.Follow("r")
+	l.Step(Step{RequestID: "r", Calls: []Call{{Stage: "draft"}, {Stage: "verify", Err: "raised VerifyFailed"}, {Stage: "verify"}}})
+	l.Accepted("r", 3, time.Unix(1, 0))
+	if len(out.steps) != 1 {
+		t.Fatalf("%d steps out, want 1", len(out.steps))
+	}
+	calls := out.steps[0].Calls
+	if len(calls[1].Values) != 0 {
+		t.Errorf("the failed verify got %v", calls[1].Values)
+	}
+	if len(calls[2].Values) != 1 || calls[2].Values[0].V != 3 {
+		t.Errorf("the retry got %v, want num_correct_drafts 3", calls[2].Values)
+	}
+}

@@ -62,7 +62,7 @@ func (o *OTelSink) Step(s Step) {
 				attrs = append(attrs, attribute.Int64("num_correct_drafts", v.V), attribute.Int64("accepted_tokens", v.V))
 			case "num_drafts":
 				attrs = append(attrs, attribute.Int64("num_drafts", v.V))
-			case "ip": // where a watchpoint fired: for debugging, not a span attribute
+			case "ip", "exception": // where a watchpoint fired, a raised object: not span attributes
 			default:
 				attrs = append(attrs, attribute.Int64("specprobe."+v.Name, v.V))
 			}

@@ -110,7 +110,10 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		e.Requests = r.rids
 		good = true
 	}
-	p.track(name, e.TID, good, r.rids)
+	if e.Err == "" {
+		// A call that raised is not the step's: the retry that follows is.
+		p.track(name, e.TID, good, r.rids)
+	}
 	return span
 }
 
@@ -263,6 +266,10 @@ type pySession struct {
 	targets []loader.PyTarget
 	reqs    *pyRequests
 	late    *spanbuilder.LateAccept
+	sess    *loader.Session
+	// Threads whose exception slot watch_hit knows; others are looked up
+	// when they first enter a stage.
+	slots map[uint32]bool
 }
 
 func preparePython(cfg Config) (*pySession, error) {
@@ -293,7 +300,27 @@ func (p *pySession) arm(sess *loader.Session) error {
 	if p == nil {
 		return nil
 	}
-	return sess.ArmPython(p.targets)
+	if err := sess.ArmPython(p.targets, p.proc.Version()); err != nil {
+		return err
+	}
+	p.sess, p.slots = sess, map[uint32]bool{}
+	p.watchExceptions()
+	return nil
+}
+
+// watchExceptions gives watch_hit each thread's exception slot, so an exit
+// tells a stage that raised from one that returned.
+func (p *pySession) watchExceptions() {
+	threads, _ := p.proc.Threads()
+	for _, t := range threads {
+		if t.TID <= 0 || p.slots[uint32(t.TID)] {
+			continue
+		}
+		p.slots[uint32(t.TID)] = true
+		if slot := p.proc.ExceptionSlot(t); slot != 0 {
+			_ = p.sess.SetExceptionSlot(uint32(t.TID), slot)
+		}
+	}
 }
 
 // sink puts the late-acceptance matching in front of next when the spec has
@@ -342,6 +369,17 @@ func (p *pySession) filter(add func(*spanbuilder.Event)) func(*spanbuilder.Event
 		return add
 	}
 	return func(e *spanbuilder.Event) {
+		if !e.Exit && !p.slots[e.TID] {
+			p.watchExceptions() // a thread started after attach
+			p.slots[e.TID] = true
+		}
+		if e.Exit && e.Err != "" {
+			for _, v := range e.Values[:e.NValues] {
+				if v.Name == "exception" {
+					e.Err = "raised " + p.proc.ExceptionName(uint64(v.V))
+				}
+			}
+		}
 		if p.reqs.handle(e) {
 			add(e)
 		}

@@ -228,7 +228,7 @@ func measure(c config) (result, error) {
 		closer, events, err = attachSpecprobe(pid)
 	case "bare-watch":
 		var code *pyproc.Code
-		if code, err = findStage(pid); err == nil {
+		if code, _, err = findStage(pid); err == nil {
 			closer, err = loader.ArmBareWatch(pid, code.Addr)
 		}
 	case "usdt":
@@ -268,20 +268,21 @@ type phaseResult struct {
 	calls, stages, rate, stageUs, stageRate float64
 }
 
-func findStage(pid int) (*pyproc.Code, error) {
+func findStage(pid int) (*pyproc.Code, pyproc.Version, error) {
 	proc, err := pyproc.Attach(pid)
 	if err != nil {
-		return nil, err
+		return nil, pyproc.Version{}, err
 	}
 	defer proc.Close()
-	return proc.FindCode("__main__", "stage")
+	code, err := proc.FindCode("__main__", "stage")
+	return code, proc.Version(), err
 }
 
 // attachSpecprobe traces stage() the way `specprobe attach` traces a Python
 // stage: ArmPython (watchpoint, watch_hit, the frame push/pop classifier) and
 // a reader taking every event off the ring buffer as it comes.
 func attachSpecprobe(pid int) (io.Closer, func() (float64, string), error) {
-	code, err := findStage(pid)
+	code, version, err := findStage(pid)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -290,7 +291,7 @@ func attachSpecprobe(pid int) (io.Closer, func() (float64, string), error) {
 		return nil, nil, err
 	}
 	st := &probes.Stage{Name: probes.Verify, Scope: probes.ScopeBatch, Module: "__main__", Qualname: "stage"}
-	if err := sess.ArmPython([]loader.PyTarget{{Stage: st, Code: code}}); err != nil {
+	if err := sess.ArmPython([]loader.PyTarget{{Stage: st, Code: code}}, version); err != nil {
 		sess.Close()
 		return nil, nil, err
 	}
