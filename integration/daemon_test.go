@@ -173,6 +173,11 @@ func launchContained(t *testing.T, copyBinary bool, argv ...string) (*exec.Cmd, 
 	return cmd, pid, tids, started
 }
 
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	err := cmd.Wait()
@@ -194,18 +199,23 @@ func TestDaemonFindsTargets(t *testing.T) {
 	f := startFleet(t, cfg)
 	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
 	type target struct {
-		name string
-		argv []string
-		py   bool
+		name     string
+		argv     []string
+		py       bool
+		noCounts bool // the spec reads no accepted counts (vLLM)
 	}
 	targets := []target{
-		{"specdemo", []string{demoBinary(t, "specdemo"), "--threads", "2", "--batch", "3", "--requests", "12"}, false},
-		{"specdemo-cet", []string{demoBinary(t, "specdemo-cet"), "--threads", "1", "--requests", "8"}, false},
+		{"specdemo", []string{demoBinary(t, "specdemo"), "--threads", "2", "--batch", "3", "--requests", "12"}, false, false},
+		{"specdemo-cet", []string{demoBinary(t, "specdemo-cet"), "--threads", "1", "--requests", "8"}, false, false},
 	}
 	for _, py := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/usr/bin/python3.11"} {
 		if _, err := os.Stat(py); err == nil {
-			targets = append(targets, target{"sglang " + py, []string{py, script, "--requests", "8", "--work-scale", "8"}, true})
+			targets = append(targets, target{"sglang " + py, []string{py, script, "--requests", "8", "--work-scale", "8"}, true, false})
 		}
+	}
+	if py := "/root/.pyenv/versions/3.13.0/bin/python3"; fileExists(py) {
+		vllm := filepath.Join(repoRoot(t), "pytargets", "run_vllm.py")
+		targets = append(targets, target{"vllm " + py, []string{py, vllm, "--requests", "8", "--work-scale", "8"}, true, true})
 	}
 	if len(targets) < 3 {
 		t.Logf("no Python interpreter for the SGLang target: native targets only")
@@ -233,7 +243,11 @@ func TestDaemonFindsTargets(t *testing.T) {
 			}
 			spans := f.spansOf(pid)
 			if tg.py {
-				comparePython(t, spans, pyExpected(t, log), det.Result.Python)
+				want := pyExpected(t, log)
+				if tg.noCounts {
+					dropCounts(want)
+				}
+				comparePython(t, spans, want, det.Result.Python)
 			} else {
 				truth := readTruth(t, log)
 				if got := det.Result.Read.Events; got != uint64(2*len(truth)) {
@@ -241,14 +255,18 @@ func TestDaemonFindsTargets(t *testing.T) {
 				}
 				compareWithTruth(t, spans, truth)
 			}
-			if n := len(f.d.Targets()); n != 0 {
-				t.Errorf("%d targets still listed after the exit", n)
+			for _, ti := range f.d.Targets() {
+				if ti.PID == pid {
+					t.Errorf("PID %d still listed after its exit", pid)
+				}
 			}
 		})
 	}
+	// Other matching processes on the machine may be traced too: the
+	// counts must cover ours.
 	tot := f.d.Totals()
-	if tot.Attaches != uint64(len(targets)) || tot.Detaches != uint64(len(targets)) || tot.AttachFailures != 0 {
-		t.Errorf("totals: %d attaches, %d detaches, %d failures; want %d, %d, 0", tot.Attaches, tot.Detaches, tot.AttachFailures, len(targets), len(targets))
+	if tot.Attaches < uint64(len(targets)) || tot.Detaches < uint64(len(targets)) || tot.AttachFailures != 0 {
+		t.Errorf("totals: %d attaches, %d detaches, %d failures; want at least %d, %d, and 0", tot.Attaches, tot.Detaches, tot.AttachFailures, len(targets), len(targets))
 	}
 	f.stop()
 	assertNoProbesLeft(t)

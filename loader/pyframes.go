@@ -10,6 +10,12 @@ import "strings"
 var (
 	framePush = []string{"_PyFrame_New_NoTrack", "_PyFrame_Push", "_PyEvalFramePushAndInit", "_PyEval_EvalFrameDefault", "_PyFrame_PushUnchecked", "_PyEvalFramePushAndInit_Ex"}
 	framePop  = []string{"frame_dealloc", "_PyFrame_Clear", "_PyEvalFrameClearAndPop", "_PyEval_FrameClearAndPop", "clear_thread_frame", "clear_gen_frame"}
+	// Calls through vectorcall (func(*args, **kwargs), a decorator's wrapper
+	// calling the wrapped function) push and pop in _PyEval_Vector, which
+	// builds that inline both, and a stripped interpreter's only symbol for
+	// it may be _PyFunction_Vectorcall (Debian 3.11): the value's direction
+	// tells which.
+	framePushPop = []string{"_PyEval_Vector", "_PyFunction_Vectorcall"}
 )
 
 type ipClass uint8
@@ -18,6 +24,7 @@ const (
 	ipUnknown ipClass = iota // no symbol covers it (a stripped interpreter): trusted
 	ipPush
 	ipPop
+	ipPushPop
 	ipOther
 )
 
@@ -38,6 +45,11 @@ func classifyIP(name string, frameObjectOwnsCode bool) ipClass {
 	for _, p := range framePop {
 		if fn == p {
 			return ipPop
+		}
+	}
+	for _, p := range framePushPop {
+		if fn == p {
+			return ipPushPop
 		}
 	}
 	return ipOther

@@ -41,7 +41,9 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 		for key, dst := range map[string]*string{"arg": &req.Arg, "path": &req.Path, "id": &req.ID} {
 			v, ok := rf[key]
 			if !ok {
-				p.fail(r, "%s.requests: missing %s", what, key)
+				if key != "id" { // without id, the items are the ids
+					p.fail(r, "%s.requests: missing %s", what, key)
+				}
 				continue
 			}
 			*dst = p.str(v, what+".requests."+key)

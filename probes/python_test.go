@@ -38,7 +38,7 @@ func TestParsePythonStageErrors(t *testing.T) {
 		{"qualname: C.f\n    binary: x\n    symbol: f\n    scope: batch", "py.yaml:4: stages.verify: qualname needs module"},
 		{"module: a..b\n    qualname: C.f", "py.yaml:4: stages.verify.module: \"a..b\" is not a dotted module name"},
 		{"module: a.b\n    qualname: C.f\n    scope: request", "py.yaml:6: stages.verify.scope: Python stages are batch stages"},
-		{"module: a.b\n    qualname: C.f\n    requests: {arg: batch, path: \"reqs[*]\"}", "py.yaml:6: stages.verify.requests: missing id"},
+		{"module: a.b\n    qualname: C.f\n    requests: {arg: batch, id: rid}", "py.yaml:6: stages.verify.requests: missing path"},
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: 1x, path: reqs, id: rid}", "py.yaml:6: stages.verify.requests.arg: \"1x\" is not an argument name"},
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: b, path: \"reqs[x]\", id: rid}", "py.yaml:6: stages.verify.requests.path: \"reqs[x]\" is not an object path"},
 		{"binary: x\n    symbol: f\n    scope: batch\n    requests: {arg: b, path: r, id: i}", "py.yaml:7: stages.verify.requests: only Python stages have requests"},

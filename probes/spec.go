@@ -78,6 +78,8 @@ func (s *Stage) IsPython() bool { return s.Module != "" }
 type PyRequests struct {
 	Arg  string
 	Path string
+	// ID is the id's path in each item; "" when the items are the ids
+	// (a list of str, or a dict keyed by request id).
 	ID   string
 	Line int
 }
@@ -172,4 +174,12 @@ func (s *Stage) Boundaries() [2][]Named {
 type Named struct {
 	Name  string
 	Value *Value
+}
+
+// IDPath is the path from the argument to the request ids.
+func (r *PyRequests) IDPath() string {
+	if r.ID == "" {
+		return r.Path
+	}
+	return r.Path + "." + r.ID
 }

@@ -220,3 +220,27 @@ func (p *Process) viewKeys(v *dictView, limit int) ([]string, error) {
 	}
 	return out, nil
 }
+
+// dictKeyObjs lists a dict's keys in insertion order (what iterating it in
+// Python gives), at most limit.
+func (p *Process) dictKeyObjs(d uint64, limit int) ([]uint64, error) {
+	v, err := p.openDict(d)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for ix := uint64(0); ix < v.nentries; ix++ {
+		k, val, _, err := p.dictEntry(v, ix)
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 || val == 0 {
+			continue // deleted
+		}
+		if len(out) == limit {
+			return nil, fmt.Errorf("more than %d keys", limit)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}

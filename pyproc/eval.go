@@ -120,7 +120,8 @@ func (e *evaluator) fail(where, typ string, err error) error {
 
 // Eval reads path from obj: attributes (.name, instance dicts, managed
 // dicts and inline values, __slots__, class attributes, module globals),
-// list and tuple items ([n], [-1], [*] for all), str keys of dicts (["k"]).
+// list and tuple items ([n], [-1], [*] for all), str keys of dicts (["k"]),
+// a dict's keys in insertion order ([*]).
 // The result converts to scalars where it can (see Value). Every read is
 // bounded and every pointer checked, so a structure that changes while we
 // read gives an error or a wrong value, never a hang; consistency is the
@@ -177,6 +178,9 @@ func (e *evaluator) index(obj uint64, i int, where string) (uint64, error) {
 	items, typ, err := e.items(obj, where)
 	if err != nil {
 		return 0, err
+	}
+	if typ == "dict" {
+		return 0, e.fail(where, typ, fmt.Errorf(`a dict takes ["key"] or [*] (its keys), not [%d]`, i))
 	}
 	j := i
 	if j < 0 {

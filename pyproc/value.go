@@ -208,12 +208,25 @@ func (e *evaluator) items(obj uint64, where string) ([]uint64, string, error) {
 	if isTuple {
 		name = "tuple"
 	}
-	if !isList && !isTuple {
+	isDict := t == p.types.dict
+	if !isList && !isTuple && !isDict {
 		ti, err := e.typeInfo(t)
 		if err != nil {
 			return nil, "", e.fail(where, "", err)
 		}
 		isList, isTuple, name = ti.flags&flagListSubclass != 0, ti.flags&flagTupleSubclass != 0, e.typeName(ti)
+		isDict = ti.flags&flagDictSubclass != 0
+	}
+	if isDict {
+		// Iterating a dict gives its keys, in insertion order.
+		if name == "list" {
+			name = "dict"
+		}
+		keys, err := p.dictKeyObjs(obj, maxItems)
+		if err != nil {
+			return nil, name, e.fail(where, name, err)
+		}
+		return keys, name, nil
 	}
 	if isTuple {
 		items, err := p.readTuple(obj, maxItems)
@@ -223,7 +236,7 @@ func (e *evaluator) items(obj uint64, where string) ([]uint64, string, error) {
 		return items, name, nil
 	}
 	if !isList {
-		return nil, name, e.fail(where, name, fmt.Errorf("not a list or tuple"))
+		return nil, name, e.fail(where, name, fmt.Errorf("not a list, tuple or dict"))
 	}
 	n, arr := h.u64(l.ListSize), h.u64(l.ListItems)
 	if n > maxItems {

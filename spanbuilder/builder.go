@@ -204,6 +204,12 @@ func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 		if !c.batch && c.RequestID != rid {
 			continue
 		}
+		// A batch call that named its own requests serves those only (a vLLM
+		// step's draft is for the next batch, which requests join and leave);
+		// one that named none serves the step's.
+		if c.batch && len(c.requests) > 0 && !slices.Contains(c.requests, rid) {
+			continue
+		}
 		if c.Stage == "accept" {
 			accepts = append(accepts, c)
 			continue

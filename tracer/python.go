@@ -166,7 +166,7 @@ func (p *pyRequests) accepted(t *loader.PyTarget, tid int) {
 	var rids []string
 	var counts []int64
 	if err == nil {
-		rids, err = p.evalIDs(frame, t.Stage.Requests.Arg, t.Stage.Requests.Path+"."+t.Stage.Requests.ID)
+		rids, err = p.evalIDs(frame, t.Stage.Requests.Arg, t.Stage.Requests.IDPath())
 	}
 	if err == nil {
 		counts, err = p.evalInts(frame, t.Stage.Accepted.Arg, t.Stage.Accepted.Path)
@@ -231,7 +231,7 @@ func (p *pyRequests) read(t *loader.PyTarget, tid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.evalIDs(frame, spec.Arg, spec.Path+"."+spec.ID)
+	return p.evalIDs(frame, spec.Arg, spec.IDPath())
 }
 
 // idList reads a path ending in every request's id (reqs[*].rid): one

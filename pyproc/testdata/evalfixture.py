@@ -137,7 +137,7 @@ PATHS = [
     "nums", "nums[*]", "nums[10]", "texts", "texts[3]", "flags", "ratio", "forward_mode",
     "seq_lens", "seq_lens[2]", "sampling_info.temperatures[*]", "sampling_info.top_p",
     "slot_req.rid", "slot_req.n", "frozen.a", "frozen.b", "wide.a0", "wide.a39",
-    'extra["spec"]', "extra['steps']", "nested.y[2].z", "nested.y[*].z", "odd.kept", "mode",
+    'extra["spec"]', "extra['steps']", "extra[*]", "nested.y[2].z", "nested.y[*].z", "odd.kept", "mode",
     "named", "named[1]", "module_ref.CONSTANT", "req_cls.kind",
 ]
 
