@@ -104,7 +104,8 @@ func TestSGLangTarget(t *testing.T) {
 
 // TestVLLMTarget traces the vLLM-shaped target (Model Runner V2 names) with
 // the catalog spec under every interpreter: draft and verify spans with their
-// requests, equal to the target's log. The spec reads no accepted counts yet.
+// requests and the accepted counts the scheduler computes, equal to the
+// target's log.
 func TestVLLMTarget(t *testing.T) {
 	needRoot(t)
 	spec, err := probes.Lookup("vllm")
@@ -168,21 +169,8 @@ func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...stri
 	} else {
 		t.Logf("python reads: %+v", *p)
 	}
-	want := pyExpected(t, log)
-	if spec.Stages[probes.Accept] == nil {
-		dropCounts(want)
-	}
-	comparePython(t, spans, want, res.Python)
+	comparePython(t, spans, pyExpected(t, log), res.Python)
 	assertNoProbesLeft(t)
-}
-
-// dropCounts forgets the accepted counts the log has, for a spec that reads none.
-func dropCounts(want map[string][]expectedCall) {
-	for _, calls := range want {
-		for i := range calls {
-			calls[i].correct = nil
-		}
-	}
 }
 
 // comparePython checks that every stage span is one of the target's own calls

@@ -171,7 +171,7 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 
 func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	what := "stages." + name
-	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "read_from", "accepted")
+	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "read_from", "accepted", "drafted")
 	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
 	if _, ok := f["module"]; ok {
 		p.pythonStage(s, n, f, what)
@@ -180,7 +180,7 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	if _, ok := f["qualname"]; ok {
 		p.fail(n, "%s: qualname needs module (a Python stage is module + qualname)", what)
 	}
-	for _, key := range []string{"requests", "read_from", "accepted"} {
+	for _, key := range []string{"requests", "read_from", "accepted", "drafted"} {
 		if r, ok := f[key]; ok {
 			p.fail(r, "%s.%s: only Python stages have %s (native stages use request_id and values)", what, key, key)
 		}

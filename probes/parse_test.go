@@ -273,7 +273,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,
 			[]string{`stages: unknown key "prefill" (expected one of draft, verify, accept, draft_extend)`}},
 		{"unknown stage key", minimal + "    sym: x\n", 7,
-			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, read_from, accepted)`}},
+			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, read_from, accepted, drafted)`}},
 		{"unknown value key", minimal + "    values:\n      x: {at: entry, from: arg0, offset: 8}\n", 8,
 			[]string{`stages.verify.values.x: unknown key "offset" (expected one of at, from, deref, type, size, elem_size, add)`}},
 		{"unknown request_id key", minimal + "  draft:\n    binary: b\n    symbol: d\n    request_id: {at: entry, form: arg0}\n", 10,

@@ -63,35 +63,66 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 }
 
 // pythonAccept checks what an accept stage reads: the request list and the
-// accepted counts, from the frame of a caller still running when it returns.
+// accepted counts, either from the frame of a caller still running when it
+// returns (read_from), or from its own frame while it runs.
 func (p *parser) pythonAccept(s *Stage, n *yaml.Node, f map[string]*yaml.Node, what string) {
 	rf, hasFrom := f["read_from"]
 	acc, hasAcc := f["accepted"]
+	dr, hasDrafted := f["drafted"]
 	if s.Name != Accept {
-		if hasFrom || hasAcc {
-			p.fail(n, "%s: read_from and accepted belong to the accept stage", what)
+		if hasFrom || hasAcc || hasDrafted {
+			p.fail(n, "%s: read_from, accepted and drafted belong to the accept stage", what)
 		}
 		return
 	}
-	if !hasFrom || !hasAcc || s.Requests == nil {
-		p.fail(n, "%s: a Python accept stage needs read_from (a caller still running when it returns), requests and accepted", what)
+	if !hasAcc || s.Requests == nil {
+		p.fail(n, "%s: a Python accept stage needs requests and accepted (and read_from when they are read from a caller as it returns)", what)
 		return
 	}
-	s.ReadFrom = p.str(rf, what+".read_from")
-	if s.ReadFrom != "" && !pyDots.MatchString(s.ReadFrom) {
-		p.fail(rf, "%s.read_from: %q is not a qualified name like Class.method", what, s.ReadFrom)
+	if hasFrom {
+		s.ReadFrom = p.str(rf, what+".read_from")
+		if s.ReadFrom != "" && !pyDots.MatchString(s.ReadFrom) {
+			p.fail(rf, "%s.read_from: %q is not a qualified name like Class.method", what, s.ReadFrom)
+		}
 	}
-	af := p.fields(acc, what+".accepted", "arg", "path")
-	s.Accepted = &PyList{Line: acc.Line}
-	for key, dst := range map[string]*string{"arg": &s.Accepted.Arg, "path": &s.Accepted.Path} {
-		v, ok := af[key]
+	s.Accepted = p.pyList(acc, what+".accepted", true)
+	if hasDrafted {
+		s.Drafted = p.pyList(dr, what+".drafted", false)
+	}
+}
+
+// pyList reads {arg, path} and, for counts, len (take each item's length)
+// and add (a constant added to each count).
+func (p *parser) pyList(n *yaml.Node, what string, counts bool) *PyList {
+	keys := []string{"arg", "path"}
+	if counts {
+		keys = append(keys, "len", "add")
+	}
+	lf := p.fields(n, what, keys...)
+	l := &PyList{Line: n.Line}
+	for key, dst := range map[string]*string{"arg": &l.Arg, "path": &l.Path} {
+		v, ok := lf[key]
 		if !ok {
-			p.fail(acc, "%s.accepted: missing %s", what, key)
+			p.fail(n, "%s: missing %s", what, key)
 			continue
 		}
-		*dst = p.str(v, what+".accepted."+key)
+		*dst = p.str(v, what+"."+key)
 	}
-	if s.Accepted.Path != "" && !pyPath.MatchString(s.Accepted.Path) {
-		p.fail(af["path"], "%s.accepted.path: %q is not an object path like counts[*]", what, s.Accepted.Path)
+	if l.Arg != "" && !pyName.MatchString(l.Arg) {
+		p.fail(lf["arg"], "%s.arg: %q is not an argument name", what, l.Arg)
 	}
+	if l.Path != "" && !pyPath.MatchString(l.Path) {
+		p.fail(lf["path"], "%s.path: %q is not an object path like counts[*]", what, l.Path)
+	}
+	if v, ok := lf["len"]; ok {
+		if err := v.Decode(&l.Len); err != nil {
+			p.fail(v, "%s.len: want true or false", what)
+		}
+	}
+	if v, ok := lf["add"]; ok {
+		if err := v.Decode(&l.Add); err != nil {
+			p.fail(v, "%s.add: want an integer", what)
+		}
+	}
+	return l
 }

@@ -71,7 +71,38 @@ stages:
 		t.Errorf("accept: %+v %+v", a, a.Accepted)
 	}
 	_, err = Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    module: m\n    qualname: W.v\n  accept:\n    module: m\n    qualname: P.r\n"))
-	if err == nil || !strings.Contains(err.Error(), "py.yaml:7: stages.accept: a Python accept stage needs read_from") {
+	if err == nil || !strings.Contains(err.Error(), "py.yaml:7: stages.accept: a Python accept stage needs requests and accepted") {
 		t.Errorf("accept without reads: %v", err)
+	}
+	// Read from its own frame: counts as lengths, less the bonus token,
+	// for the requests that had drafts.
+	s, err = Parse("py.yaml", []byte(`engine: e
+stages:
+  verify:
+    module: m
+    qualname: W.verify
+  accept:
+    module: m
+    qualname: S.update
+    requests: {arg: out, path: "req_ids[*]"}
+    accepted: {arg: out, path: "sampled[*]", len: true, add: -1}
+    drafted: {arg: sched, path: "spec_tokens"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = s.Stages[Accept]
+	if a.ReadFrom != "" || !a.Accepted.Len || a.Accepted.Add != -1 || a.Drafted == nil || a.Drafted.Arg != "sched" {
+		t.Errorf("accept: %+v %+v %+v", a, a.Accepted, a.Drafted)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"accepted: {arg: out, path: \"s[*]\", len: maybe}", "stages.accept.accepted.len: want true or false"},
+		{"accepted: {arg: out, path: \"s[*]\", add: x}", "stages.accept.accepted.add: want an integer"},
+		{"accepted: {arg: out, path: \"s[*]\"}\n    drafted: {arg: s, path: p, len: true}", `stages.accept.drafted: unknown key "len"`},
+	} {
+		_, err := Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    module: m\n    qualname: W.v\n  accept:\n    module: m\n    qualname: S.u\n    requests: {arg: o, path: \"r[*]\"}\n    "+bad.yaml+"\n"))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want %q", bad.yaml, err, bad.want)
+		}
 	}
 }

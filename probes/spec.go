@@ -61,12 +61,18 @@ type Stage struct {
 	// accepted count of each request, index-aligned with Requests.
 	ReadFrom string
 	Accepted *PyList
+	// Drafted, for an accept stage, lists the requests that had drafts (a
+	// list, or a dict keyed by request id): the others get no count, their
+	// verify checked no draft (vLLM's prefill).
+	Drafted *PyList
 }
 
 // PyList is a list read from an argument of a Python frame.
 type PyList struct {
 	Arg  string
 	Path string
+	Len  bool  // each item's length instead of the item (vLLM: sampled tokens)
+	Add  int64 // added to each count (-1: the bonus token)
 	Line int
 }
 

@@ -35,6 +35,8 @@ type dictView struct {
 	// table is the whole keys object when it is small enough to copy in one
 	// read (most class and instance dicts): probes then cost no syscall.
 	table block
+	// emptyKeys: the shared empty keys object (Py_EMPTY_KEYS).
+	emptyKeys bool
 }
 
 func (p *Process) openDict(d uint64) (*dictView, error) {
@@ -181,6 +183,9 @@ func (p *Process) dictLookup(v *dictView, key string) (uint64, bool, error) {
 // dictLookupIx also returns the entry index, which for split keys (shared
 // by every instance of a class) can be reused with another instance's values.
 func (p *Process) dictLookupIx(v *dictView, key string) (uint64, int64, bool, error) {
+	if v.emptyKeys {
+		return 0, 0, false, nil
+	}
 	if p.hashOK == 0 {
 		p.checkHash(v)
 	}

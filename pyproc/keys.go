@@ -37,6 +37,9 @@ func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error)
 	v := &dictView{hasHash: true, entrySize: 24}
 	if l.DictKeysLegacy {
 		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
+		if v.size == 1 && v.nentries == 0 {
+			return emptyKeys(), nil // Py_EMPTY_KEYS: an empty dict
+		}
 		if v.size < 8 || v.size > maxDictSize || v.size&(v.size-1) != 0 {
 			return nil, fmt.Errorf("%s: bad size %d", where, v.size)
 		}
@@ -47,6 +50,9 @@ func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error)
 		}
 	} else {
 		log2, log2ix, kind := uint64(k.u8(0x8)), uint64(k.u8(0x9)), k.u8(0xa)
+		if log2 == 0 && k.u64(0x18) == 0 {
+			return emptyKeys(), nil // Py_EMPTY_KEYS: an empty dict
+		}
 		if log2 < 3 || log2 > 20 || kind > kindSplit {
 			return nil, fmt.Errorf("%s: bad keys header (log2 %d, kind %d)", where, log2, kind)
 		}
@@ -76,4 +82,10 @@ func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error)
 		v.table, _ = p.m.block(keys, int(n)) // on failure, read piecewise
 	}
 	return v, nil
+}
+
+// emptyKeys is the view of the shared empty keys object: no entries, and a
+// probe ends at once.
+func emptyKeys() *dictView {
+	return &dictView{size: 1, ixSize: 1, emptyKeys: true}
 }

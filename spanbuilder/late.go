@@ -1,6 +1,7 @@
 package spanbuilder
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -67,6 +68,13 @@ func (l *LateAccept) Accepted(rid string, n int64, at time.Time) {
 	l.release(r, false)
 }
 
+// NoDrafts records that the request's next verify checked no draft (a
+// prefill in vLLM's batch): it gets no count, and keeps its place in line.
+func (l *LateAccept) NoDrafts(rid string, at time.Time) { l.Accepted(rid, noCount, at) }
+
+// noCount stands in a request's counts for a verify without drafts.
+const noCount = math.MinInt64
+
 func (l *LateAccept) release(r *lateReq, force bool) {
 	for len(r.held) > 0 {
 		s := r.held[0]
@@ -78,10 +86,12 @@ func (l *LateAccept) release(r *lateReq, force bool) {
 					return
 				}
 				l.Unmatched++
+			} else if n := r.counts[0]; n == noCount {
+				r.counts = r.counts[1:]
 			} else {
 				c := &s.Calls[v]
-				c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: r.counts[0]})
-				l.Drafts += r.counts[0]
+				c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: n})
+				l.Drafts += n
 				r.counts = r.counts[1:]
 				l.Matched++
 			}

@@ -99,3 +99,27 @@ func TestLateAcceptSkipsFailedVerify(t *testing.T) {
 		t.Errorf("the retry got %v, want num_correct_drafts 3", calls[2].Values)
 	}
 }
+
+// A verify that checked no draft (vLLM prefill) takes its place in line
+// without a count: the next count goes to the next verify.
+func TestLateAcceptNoDrafts(t *testing.T) {
+	out := &collect{}
+	l := NewLateAccept(out)
+	l.Follow("r")
+	l.Step(verifyStep("r"))
+	l.Step(verifyStep("r"))
+	l.NoDrafts("r", time.Unix(1, 0))
+	l.Accepted("r", 2, time.Unix(1, 0))
+	if len(out.steps) != 2 {
+		t.Fatalf("%d steps out, want 2", len(out.steps))
+	}
+	if n, ok := count(out.steps[0]); ok {
+		t.Errorf("the verify without drafts got count %d", n)
+	}
+	if n, ok := count(out.steps[1]); !ok || n != 2 {
+		t.Errorf("second verify: count %d %v, want 2", n, ok)
+	}
+	if l.Matched != 1 || l.Unmatched != 0 {
+		t.Errorf("matched %d unmatched %d, want 1 and 0", l.Matched, l.Unmatched)
+	}
+}

@@ -3,6 +3,7 @@ package tracer
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
@@ -77,13 +78,35 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	if t.Stage.Requests == nil {
 		return span
 	}
+	key := callKey{e.Site, e.TID}
 	if name == probes.Accept {
-		if e.Exit {
+		switch {
+		case t.ReadFrom != nil && e.Exit:
 			p.accepted(t, int(e.TID))
+		case t.ReadFrom == nil && p.late != nil && !e.Exit:
+			// Counts in the call's own frame: read while it runs, kept if
+			// it was still running when the reads ended.
+			var r pendingRead
+			if frame, err := p.proc.FindFrame(int(e.TID), t.Code.Addr); err != nil {
+				r.err = err
+			} else {
+				r.rids, r.counts, r.err = p.readCounts(frame, t.Stage)
+			}
+			r.end = spanbuilder.BootNow()
+			p.pending[key] = r
+		case t.ReadFrom == nil && p.late != nil:
+			r, ok := p.pending[key]
+			delete(p.pending, key)
+			switch {
+			case !ok:
+				r.err = fmt.Errorf("no read at its entry")
+			case r.err == nil && e.BootNs < r.end:
+				r.err = fmt.Errorf("returned before the reads ended")
+			}
+			p.applyCounts(r.rids, r.counts, r.err)
 		}
 		return false
 	}
-	key := callKey{e.Site, e.TID}
 	if !e.Exit {
 		rids, err := p.read(t, int(e.TID))
 		end := spanbuilder.BootNow()
@@ -166,18 +189,48 @@ func (p *pyRequests) accepted(t *loader.PyTarget, tid int) {
 	var rids []string
 	var counts []int64
 	if err == nil {
-		rids, err = p.evalIDs(frame, t.Stage.Requests.Arg, t.Stage.Requests.IDPath())
-	}
-	if err == nil {
-		counts, err = p.evalInts(frame, t.Stage.Accepted.Arg, t.Stage.Accepted.Path)
-	}
-	if err == nil && len(counts) != len(rids) {
-		err = fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))
+		rids, counts, err = p.readCounts(frame, t.Stage)
 	}
 	if err == nil {
 		// Still the same call? Its frame must still run the caller.
 		_, err = p.proc.FindFrame(tid, t.ReadFrom.Addr)
 	}
+	p.applyCounts(rids, counts, err)
+}
+
+// noDrafts marks a request whose verify checked no draft (not in drafted).
+const noDrafts = -1 << 62
+
+// readCounts evaluates an accept stage's lists in frame: each request's
+// accepted count, or noDrafts.
+func (p *pyRequests) readCounts(frame *pyproc.Frame, st *probes.Stage) ([]string, []int64, error) {
+	rids, err := p.evalIDs(frame, st.Requests.Arg, st.Requests.IDPath())
+	if err != nil {
+		return nil, nil, err
+	}
+	counts, err := p.evalCounts(frame, st.Accepted)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(counts) != len(rids) {
+		return nil, nil, fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))
+	}
+	if st.Drafted != nil {
+		drafted, err := p.evalIDs(frame, st.Drafted.Arg, st.Drafted.Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, rid := range rids {
+			if !slices.Contains(drafted, rid) {
+				counts[i] = noDrafts
+			}
+		}
+	}
+	return rids, counts, nil
+}
+
+// applyCounts hands read counts to the matching; a failed read stops it.
+func (p *pyRequests) applyCounts(rids []string, counts []int64, err error) {
 	if err != nil {
 		p.Stats.Failed++
 		p.Stats.LastError = fmt.Sprintf("accept: %v", err)
@@ -189,7 +242,11 @@ func (p *pyRequests) accepted(t *loader.PyTarget, tid int) {
 	}
 	now := time.Now()
 	for i, rid := range rids {
-		p.late.Accepted(rid, counts[i], now)
+		if counts[i] == noDrafts {
+			p.late.NoDrafts(rid, now)
+		} else {
+			p.late.Accepted(rid, counts[i], now)
+		}
 	}
 }
 
@@ -201,26 +258,36 @@ func (p *pyRequests) evalIDs(frame *pyproc.Frame, arg, path string) ([]string, e
 	return idList(p.proc, obj, path)
 }
 
-func (p *pyRequests) evalInts(frame *pyproc.Frame, arg, path string) ([]int64, error) {
-	obj, err := p.proc.Local(frame, arg)
+// evalCounts reads an accepted-count list: the items, or with Len each
+// item's length, plus Add.
+func (p *pyRequests) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64, error) {
+	obj, err := p.proc.Local(frame, l.Arg)
 	if err != nil {
 		return nil, err
 	}
-	v, err := p.proc.Eval(obj, path)
+	v, err := p.proc.Eval(obj, l.Path)
 	if err != nil {
 		return nil, err
 	}
 	items, ok := v.([]pyproc.Value)
 	if !ok {
-		return nil, fmt.Errorf("%s: expected a list, got %T", path, v)
+		return nil, fmt.Errorf("%s: expected a list, got %T", l.Path, v)
 	}
 	out := make([]int64, len(items))
 	for i, it := range items {
+		if l.Len {
+			list, ok := it.([]pyproc.Value)
+			if !ok {
+				return nil, fmt.Errorf("%s: item %d: expected a list to take the length of, got %T", l.Path, i, it)
+			}
+			out[i] = int64(len(list)) + l.Add
+			continue
+		}
 		n, ok := it.(int64)
 		if !ok {
-			return nil, fmt.Errorf("%s: item %d: expected an int, got %T", path, i, it)
+			return nil, fmt.Errorf("%s: item %d: expected an int, got %T", l.Path, i, it)
 		}
-		out[i] = n
+		out[i] = n + l.Add
 	}
 	return out, nil
 }

@@ -87,6 +87,8 @@ class ScheduleBatch:
     flags: list = None
     ratio: float = 3.25
     extra: dict = None
+    empty: dict = None
+    emptied: dict = None
     slot_req: SlotReq = None
     frozen: Frozen = None
     wide: Wide = None
@@ -119,6 +121,8 @@ def build(nreqs):
         texts=["ascii", "", "héllo wörld", "π≈3.14 数据", "rocket 🚀", "x" * 500, "é" * 300, "数" * 100],
         flags=[True, False, None],
         extra={"spec": "eagle", "steps": 3},
+        empty={},
+        emptied=_emptied(),
         slot_req=SlotReq(),
         frozen=Frozen(11, "frozen"),
         wide=Wide(),
@@ -137,9 +141,16 @@ PATHS = [
     "nums", "nums[*]", "nums[10]", "texts", "texts[3]", "flags", "ratio", "forward_mode",
     "seq_lens", "seq_lens[2]", "sampling_info.temperatures[*]", "sampling_info.top_p",
     "slot_req.rid", "slot_req.n", "frozen.a", "frozen.b", "wide.a0", "wide.a39",
-    'extra["spec"]', "extra['steps']", "extra[*]", "nested.y[2].z", "nested.y[*].z", "odd.kept", "mode",
+    'extra["spec"]', "extra['steps']", "extra[*]", "empty[*]", "emptied[*]", "nested.y[2].z", "nested.y[*].z", "odd.kept", "mode",
     "named", "named[1]", "module_ref.CONSTANT", "req_cls.kind",
 ]
+
+
+def _emptied():
+    d = {"a": 1, "b": 2}
+    del d["a"]  # a deleted entry stays in the table
+    d["c"] = 3
+    return d
 
 
 def ev(obj, path):
