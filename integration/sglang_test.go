@@ -102,6 +102,34 @@ func TestSGLangTarget(t *testing.T) {
 	}
 }
 
+// TestSGLangCaveats runs the target with the caveats of design.md: the
+// verify code object read from the scheduler loop (f.__code__: references
+// the eval loop takes and drops, withdrawn as calls), and frames kept alive
+// after their call (a traceback, sys._getframe()). Left out, not skipped:
+// --hold-frame on 3.10 and 3.11, where a kept frame takes over the code
+// reference without a write, so its call's end is seen only when the frame
+// dies; and Debian's stripped 3.11, where no symbol tells a frame push from
+// another reference (docs/python-notes.md).
+func TestSGLangCaveats(t *testing.T) {
+	needRoot(t)
+	spec, err := probes.Lookup("sglang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	cases := map[string][]string{
+		"--read-code":  {"3.10.13", "3.11.7", "3.12.1", "3.13.0"},
+		"--hold-frame": {"3.12.1", "3.13.0"},
+	}
+	for flag, versions := range cases {
+		for _, v := range versions {
+			t.Run(strings.TrimPrefix(flag, "--")+"/"+v, func(t *testing.T) {
+				sglangRun(t, spec, script, "/root/.pyenv/versions/"+v+"/bin/python3", flag)
+			})
+		}
+	}
+}
+
 // TestVLLMTarget traces the vLLM-shaped target (Model Runner V2 names) with
 // the catalog spec under every interpreter: draft and verify spans with their
 // requests and the accepted counts the scheduler computes, equal to the

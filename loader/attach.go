@@ -43,6 +43,9 @@ type Session struct {
 	ipClasses  map[uint64]ipClass
 	// Python 3.12+: frame_dealloc releases a frame object's own reference.
 	frameObjectOwnsCode bool
+	// Entries from the eval loop not yet closed by a frame pop, per site
+	// and thread (reader.go).
+	tentative map[watchKey]int
 }
 
 // Attach arms entry and exit probes on every target, restricted to pid.

@@ -26,6 +26,7 @@ const (
 	ipPop
 	ipPushPop
 	ipOther
+	ipIgnore // no call begins or ends here, and no eval-loop reference does
 )
 
 // classifyIP names the function an IP is in and sorts it.
@@ -35,7 +36,7 @@ func classifyIP(name string, frameObjectOwnsCode bool) ipClass {
 		return ipUnknown
 	}
 	if fn == "frame_dealloc" && frameObjectOwnsCode {
-		return ipOther
+		return ipIgnore
 	}
 	for _, p := range framePush {
 		if fn == p {

@@ -71,6 +71,7 @@ func (s *Session) ArmPython(targets []PyTarget, v pyproc.Version) error {
 		// writes to a code object's reference count.
 		s.symbolizer, _ = NewSymbolizer(s.PID)
 		s.ipClasses = map[uint64]ipClass{}
+		s.tentative = map[watchKey]int{}
 	}
 	for _, t := range targets {
 		site := uint32(len(s.Targets) + len(s.PyTargets))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -153,19 +154,33 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		return false
 	}
 	exit := val < last
-	switch s.ipClass(ip) {
-	case ipOther:
-		s.Stats.WatchIgnored++
-		return false
-	case ipPush:
-		if exit {
+	tid := binary.LittleEndian.Uint32(raw[12:])
+	cancel := false
+	switch c := s.ipClass(ip); {
+	case c == ipPush && !exit && s.inEvalLoop(ip):
+		// The eval loop both pushes frames inline (3.11+) and takes
+		// references to the code object for other reasons (f.__code__
+		// held in a variable): a tentative entry until a pop closes it.
+		s.tentative[watchKey{site, tid}]++
+	case exit && (c == ipOther || c == ipPush):
+		// A reference dropped outside a frame pop: it ends a reference
+		// the eval loop took, not a call; that entry is withdrawn.
+		k := watchKey{site, tid}
+		if s.tentative[k] == 0 {
 			s.Stats.WatchIgnored++
 			return false
 		}
-	case ipPop:
-		if !exit {
-			s.Stats.WatchIgnored++
-			return false
+		s.tentative[k]--
+		cancel = true
+	case c == ipOther, c == ipIgnore:
+		s.Stats.WatchIgnored++
+		return false
+	case c == ipPush && exit, c == ipPop && !exit:
+		s.Stats.WatchIgnored++
+		return false
+	case exit:
+		if k := (watchKey{site, tid}); s.tentative[k] > 0 {
+			s.tentative[k]-- // the entry it closes was a push
 		}
 	}
 	*ev = spanbuilder.Event{
@@ -174,6 +189,7 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		TID:    binary.LittleEndian.Uint32(raw[12:]),
 		Site:   int(site),
 		Exit:   exit,
+		Cancel: cancel,
 	}
 	ev.Values[0] = spanbuilder.Value{Name: "ip", V: int64(ip)}
 	ev.NValues = 1
@@ -185,6 +201,16 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		ev.NValues = 2
 	}
 	return true
+}
+
+type watchKey struct {
+	site, tid uint32
+}
+
+// inEvalLoop tells whether ip is in the interpreter's eval loop.
+func (s *Session) inEvalLoop(ip uint64) bool {
+	fn, _, _ := strings.Cut(s.symbolizer.Name(ip), "+")
+	return fn == "_PyEval_EvalFrameDefault"
 }
 
 // ipClass sorts an instruction pointer once, by the function it is in.

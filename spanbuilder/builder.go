@@ -38,6 +38,10 @@ type Event struct {
 	Requests []string
 	// Err, on an exit, says the call failed (a Python stage that raised).
 	Err string
+	// Cancel withdraws the thread's latest open call of the site: what
+	// looked like its entry was not a call (a Python code object
+	// referenced from the eval loop, then released).
+	Cancel bool
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -101,6 +105,16 @@ func (b *Builder) Add(e *Event) {
 	if t == nil {
 		t = &thread{pid: e.PID, lastOrd: -1}
 		b.threads[e.TID] = t
+	}
+	if e.Cancel {
+		for i := len(t.open) - 1; i >= 0; i-- {
+			if t.open[i].site == e.Site {
+				t.open = slices.Delete(t.open, i, i+1)
+				b.Stats.Withdrawn++
+				break
+			}
+		}
+		return
 	}
 	if !e.Exit {
 		// Steps are told apart by the order in which top-level calls begin; a

@@ -598,3 +598,25 @@ func TestClock(t *testing.T) {
 		t.Errorf("NewClock: boot now maps to %v, %v from time.Now", now, d)
 	}
 }
+
+// TestCancelWithdrawsEntry: an entry that turned out not to be a call is
+// withdrawn; the real call around it keeps its own entry and exit.
+func TestCancelWithdrawsEntry(t *testing.T) {
+	b, rec := newBuilder()
+	cancel := exit(125, 1, siteDraft, "")
+	cancel.Cancel = true
+	add(b,
+		enter(100, 1, siteDraft, "r"),
+		enter(120, 1, siteDraft, "r"), // a reference, not a call
+		cancel,
+		exit(150, 1, siteDraft, "", "n", 1),
+	)
+	b.Flush(1000, "end")
+	if len(rec.steps) != 1 {
+		t.Fatalf("got %d steps", len(rec.steps))
+	}
+	checkStep(t, rec.steps[0], "r", 1, call{"draft", 100, 150, "r", []spanbuilder.Value{v("n", 1)}, ""})
+	if b.Stats.Withdrawn != 1 || b.Stats.Errors != 0 {
+		t.Errorf("stats = %+v", b.Stats)
+	}
+}

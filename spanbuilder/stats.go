@@ -11,6 +11,7 @@ type Stats struct {
 	Steps             uint64 // steps of a thread that served at least one request
 	UnmatchedExits    uint64
 	UnattributedCalls uint64 // calls in a step that named no request
+	Withdrawn         uint64 // entries that turned out not to be calls
 	Calls             map[string]uint64
 	Errors            uint64
 	Drafted           int64 // sum of num_drafts

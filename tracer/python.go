@@ -79,6 +79,10 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		return span
 	}
 	key := callKey{e.Site, e.TID}
+	if e.Cancel {
+		delete(p.pending, key) // not a call: its reads mean nothing
+		return span
+	}
 	if name == probes.Accept {
 		switch {
 		case t.ReadFrom != nil && e.Exit:
