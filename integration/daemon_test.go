@@ -199,9 +199,9 @@ func TestDaemonFindsTargets(t *testing.T) {
 	f := startFleet(t, cfg)
 	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
 	type target struct {
-		name     string
-		argv     []string
-		py       bool
+		name string
+		argv []string
+		py   bool
 	}
 	targets := []target{
 		{"specdemo", []string{demoBinary(t, "specdemo"), "--threads", "2", "--batch", "3", "--requests", "12"}, false},
