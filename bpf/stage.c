@@ -257,6 +257,9 @@ int watch_hit(struct watch_ctx *ctx)
 	e->values[1] = ctx->regs.ip;
 	e->values[2] = 0;
 	e->values[3] = 0;
+	// Which object: after a watch moves to a new code object of the same
+	// site, events still queued from the old one must be told apart.
+	__builtin_memcpy(e->str, &addr, sizeof(addr));
 	u32 tid = e->tid;
 	u64 *slot = bpf_map_lookup_elem(&exc_slots, &tid);
 	if (slot && !bpf_probe_read_user(&e->values[2], sizeof(u64), (void *)*slot))

@@ -242,7 +242,7 @@ func TestDaemonFindsTargets(t *testing.T) {
 			}
 			spans := f.spansOf(pid)
 			if tg.py {
-				comparePython(t, spans, pyExpected(t, log), det.Result.Python)
+				comparePython(t, spans, pyExpected(t, log), det.Result.Python, 0)
 			} else {
 				truth := readTruth(t, log)
 				if got := det.Result.Read.Events; got != uint64(2*len(truth)) {
@@ -325,7 +325,7 @@ func TestDaemonContainers(t *testing.T) {
 				calls[i].tid = host
 			}
 		}
-		comparePython(t, f.spansOf(pid), want, det.Result.Python)
+		comparePython(t, f.spansOf(pid), want, det.Result.Python, 0)
 	})
 	f.stop()
 	assertNoProbesLeft(t)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,12 +88,7 @@ func pyExpected(t *testing.T, path string) map[string][]expectedCall {
 // every span with the target's own log, accepted counts included (they
 // reach the host a loop later and are matched per request).
 func TestSGLangTarget(t *testing.T) {
-	needRoot(t)
-	spec, err := probes.Lookup("sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	// The caveats --read-code and --hold-frame of pytargets are not handled
 	// yet (docs/python-notes.md): they are left out here, not skipped.
 	for _, py := range interpreters {
@@ -111,12 +107,7 @@ func TestSGLangTarget(t *testing.T) {
 // dies; and Debian's stripped 3.11, where no symbol tells a frame push from
 // another reference (docs/python-notes.md).
 func TestSGLangCaveats(t *testing.T) {
-	needRoot(t)
-	spec, err := probes.Lookup("sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	cases := map[string][]string{
 		"--read-code":  {"3.10.13", "3.11.7", "3.12.1", "3.13.0"},
 		"--hold-frame": {"3.12.1", "3.13.0"},
@@ -130,17 +121,28 @@ func TestSGLangCaveats(t *testing.T) {
 	}
 }
 
+// TestSGLangCodeReplaced: the verify method is replaced by a function on a
+// new code object mid-run (what a module reload or a monkey-patch does);
+// the old code object is freed and specprobe follows the stage to the new
+// one. Calls in the moment between are the only ones that may be missed.
+func TestSGLangCodeReplaced(t *testing.T) {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, v := range []string{"3.10.13", "3.12.1", "3.13.0"} {
+		t.Run(v, func(t *testing.T) {
+			res := sglangRun(t, spec, script, "/root/.pyenv/versions/"+v+"/bin/python3", "--replace-code", "6")
+			if res.Python == nil || res.Python.Replaced != 1 {
+				t.Errorf("code objects followed to their replacement: %+v, want 1", res.Python)
+			}
+		})
+	}
+}
+
 // TestVLLMTarget traces the vLLM-shaped target (Model Runner V2 names) with
 // the catalog spec under every interpreter: draft and verify spans with their
 // requests and the accepted counts the scheduler computes, equal to the
 // target's log.
 func TestVLLMTarget(t *testing.T) {
-	needRoot(t)
-	spec, err := probes.Lookup("vllm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(repoRoot(t), "pytargets", "run_vllm.py")
+	spec, script := pyTarget(t, "vllm", "run_vllm.py")
 	for _, py := range interpreters {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
 			sglangRun(t, spec, script, py)
@@ -154,12 +156,7 @@ func TestVLLMTarget(t *testing.T) {
 // alive, so its end is seen only when the exception is dropped
 // (docs/python-notes.md): those are left out, not skipped.
 func TestSGLangStageRaises(t *testing.T) {
-	needRoot(t)
-	spec, err := probes.Lookup("sglang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	for _, py := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/root/.pyenv/versions/3.13.0/bin/python3"} {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
 			sglangRun(t, spec, script, py, "--raise-in-verify", "4")
@@ -167,7 +164,7 @@ func TestSGLangStageRaises(t *testing.T) {
 	}
 }
 
-func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...string) {
+func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...string) *tracer.Result {
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)
 	}
@@ -197,8 +194,15 @@ func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...stri
 	} else {
 		t.Logf("python reads: %+v", *p)
 	}
-	comparePython(t, spans, pyExpected(t, log), res.Python)
+	// A replaced code object is watched again within milliseconds: calls of
+	// one step (a batch of up to 4 requests, draft and verify) may fall in between.
+	missable := 0
+	if slices.Contains(extra, "--replace-code") {
+		missable = 8
+	}
+	comparePython(t, spans, pyExpected(t, log), res.Python, missable)
 	assertNoProbesLeft(t)
+	return res
 }
 
 // comparePython checks that every stage span is one of the target's own calls
@@ -207,7 +211,7 @@ func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...stri
 // from the target's memory while a call runs; a read that cannot finish
 // before the call returns drops that step's requests (counted as failed or
 // late), never attributes them wrongly.
-func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][]expectedCall, py *tracer.PyStats) {
+func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][]expectedCall, py *tracer.PyStats, missable int) {
 	t.Helper()
 	total, matched, unmatched, raised := 0, 0, 0, 0
 	wantRaised := 0
@@ -270,7 +274,7 @@ func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string]
 	if unmatched > 0 && py.Unmatched == 0 {
 		t.Errorf("%d verifies lack their count with none reported unmatched", unmatched)
 	}
-	if missed > 0 && py.Failed+py.Late == 0 {
+	if missed > missable && py.Failed+py.Late == 0 {
 		t.Errorf("%d calls missing with no failed or late read to explain them", missed)
 	}
 	// How many calls get their requests depends on how busy the machine
@@ -283,4 +287,15 @@ func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string]
 	if matched == 0 || py.Reads == 0 {
 		t.Errorf("no stage call traced with its requests")
 	}
+}
+
+// pyTarget skips without root and returns a catalog spec and a pytargets script.
+func pyTarget(t *testing.T, engine, script string) (*probes.Spec, string) {
+	t.Helper()
+	needRoot(t)
+	spec, err := probes.Lookup(engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec, filepath.Join(repoRoot(t), "pytargets", script)
 }

@@ -39,10 +39,14 @@ type Session struct {
 	// Last reference count seen per watched site: a hit raising it is a frame
 	// push (entry), one lowering it a pop (exit).
 	refcnt     map[uint32]uint64
+	watchAddr  map[uint32]uint64 // the object each site's watch is on
 	symbolizer *Symbolizer
 	ipClasses  map[uint64]ipClass
 	// Python 3.12+: frame_dealloc releases a frame object's own reference.
 	frameObjectOwnsCode bool
+	// OnCodeFreed, when set, is called (from Run's goroutine) when a
+	// watched Python code object is freed.
+	OnCodeFreed func(site int)
 	// Entries from the eval loop not yet closed by a frame pop, per site
 	// and thread (reader.go).
 	tentative map[watchKey]int

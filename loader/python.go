@@ -100,7 +100,8 @@ func (s *Session) pySites() []spanbuilder.Site {
 	return out
 }
 
-// disarmSite stops watching a site whose code object was freed.
+// disarmSite stops watching a site whose code object was freed, and tells
+// OnCodeFreed (a reload or a replaced function may have made a new one).
 func (s *Session) disarmSite(site uint32) {
 	delete(s.refcnt, site)
 	for _, w := range s.watches {
@@ -108,6 +109,28 @@ func (s *Session) disarmSite(site uint32) {
 			s.DisarmWatch(w)
 		}
 	}
+	if s.OnCodeFreed != nil {
+		s.OnCodeFreed(int(site))
+	}
+}
+
+// RearmPython watches code, the new code object of a Python site whose old
+// one was freed.
+func (s *Session) RearmPython(site int, code *pyproc.Code) error {
+	t, ok := s.PySite(site)
+	if !ok {
+		return fmt.Errorf("site %d is not a Python stage", site)
+	}
+	for k := range s.tentative {
+		if int(k.site) == site {
+			delete(s.tentative, k)
+		}
+	}
+	if _, err := s.ArmWatch(code.Addr, uint32(site), code.Refcnt); err != nil {
+		return err
+	}
+	t.Code = code
+	return nil
 }
 
 // SetExceptionSlot tells watch_hit where thread tid's exception being raised

@@ -141,8 +141,8 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 	val := binary.LittleEndian.Uint64(raw[offValues:])
 	ip := binary.LittleEndian.Uint64(raw[offValues+8:])
 	last, known := s.refcnt[site]
-	if !known {
-		return false // disarmed: the code object was freed
+	if !known || binary.LittleEndian.Uint64(raw[offStr:]) != s.watchAddr[site] {
+		return false // disarmed (the code object was freed), or queued from one since replaced
 	}
 	s.refcnt[site] = val
 	if val == 0 {

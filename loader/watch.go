@@ -38,9 +38,9 @@ func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64) (*Watch, err
 		return nil, fmt.Errorf("registering watch %#x: %w", addr, err)
 	}
 	if s.refcnt == nil {
-		s.refcnt = map[uint32]uint64{}
+		s.refcnt, s.watchAddr = map[uint32]uint64{}, map[uint32]uint64{}
 	}
-	s.refcnt[site] = refcnt
+	s.refcnt[site], s.watchAddr[site] = refcnt, addr
 	w := &Watch{Addr: addr, Site: site}
 	tids, err := threads(s.PID)
 	if err != nil {
@@ -83,12 +83,26 @@ func (s *Session) DisarmWatch(w *Watch) {
 	_ = s.objs.Watches.Delete(w.Addr)
 }
 
+// perfBitRemoveOnExec (perf_event_attr.remove_on_exec, Linux 5.13): an
+// execve drops the breakpoint, so the new program is never trapped at an
+// address that meant something only in the old one.
+const perfBitRemoveOnExec = 1 << 36
+
 func openBreakpoint(tid int, addr uint64) (int, error) {
+	fd, err := openBreakpointBits(tid, addr, perfBitRemoveOnExec)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) {
+		// An older kernel without remove_on_exec: the daemon detaches on exec.
+		fd, err = openBreakpointBits(tid, addr, 0)
+	}
+	return fd, err
+}
+
+func openBreakpointBits(tid int, addr uint64, extra uint64) (int, error) {
 	attr := unix.PerfEventAttr{
 		Type:               unix.PERF_TYPE_BREAKPOINT,
 		Size:               uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Sample:             1,
-		Bits:               unix.PerfBitInherit | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Bits:               unix.PerfBitInherit | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | extra,
 		Bp_type:            hwBreakpointW,
 		Ext1:               addr,
 		Ext2:               hwBreakpointLen8,

@@ -23,6 +23,9 @@ WORKERS = {
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", choices=sorted(WORKERS), default="eagle_v2")
+    p.add_argument("--replace-code", type=int, default=0, metavar="K",
+                   help="at loop iteration K, replace EAGLEWorkerV2.verify with a function of the same"
+                        " name on a new code object (as a reload would); the old one is freed")
     p.add_argument("--disable-overlap", action="store_true",
                    help="event_loop_normal: accept counts resolve in the same step")
     _entry.add_common_args(p)
@@ -54,6 +57,20 @@ def main(argv=None):
     stopper, log = _entry.start(args, "run_sglang", "sglang")
 
     on_iteration = None
+    if args.replace_code:
+        iterations = [0]
+
+        def on_iteration(sched):
+            iterations[0] += 1
+            if iterations[0] == args.replace_code:
+                import types
+                old = EAGLEWorkerV2.verify
+                new = types.FunctionType(old.__code__.replace(), old.__globals__, old.__name__,
+                                         old.__defaults__, old.__closure__)
+                new.__qualname__ = old.__qualname__
+                EAGLEWorkerV2.verify = new
+                del old  # the class held the only reference: the old code is freed
+                log.event("replace_code", step=sched.forward_ct, method="EAGLEWorkerV2.verify")
     if args.read_code:
         reads = [0]
 

@@ -219,9 +219,10 @@ func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 			continue
 		}
 		// A batch call that named its own requests serves those only (a vLLM
-		// step's draft is for the next batch, which requests join and leave);
-		// one that named none serves the step's.
-		if c.batch && len(c.requests) > 0 && !slices.Contains(c.requests, rid) {
+		// step's draft is for the next batch, which requests join and leave),
+		// one whose requests could not be read (empty) serves none, and one
+		// of a stage that names none (nil) serves the step's.
+		if c.batch && c.requests != nil && !slices.Contains(c.requests, rid) {
 			continue
 		}
 		if c.Stage == "accept" {

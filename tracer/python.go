@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,14 +26,13 @@ import (
 // read, may have had a verify before, and gets no counts. A count that could
 // not be read stops the matching of everyone rather than shift later counts.
 type pyRequests struct {
-	proc     *pyproc.Process
-	sess     *loader.Session
-	late     *spanbuilder.LateAccept // nil without an accept stage
-	pending  map[callKey]pendingRead
-	seen     map[string]bool     // requests named by some step already
-	stepRids map[uint32][]string // what this step's draft named, per thread
-	doubt    map[uint32]bool     // the next step's new requests may predate tracing
-	Stats    PyStats
+	proc    *pyproc.Process
+	sess    *loader.Session
+	late    *spanbuilder.LateAccept // nil without an accept stage
+	pending map[callKey]pendingRead
+	seen    map[string]bool // requests named by some step already
+	doubt   map[uint32]bool // the next step's new requests may predate tracing
+	Stats   PyStats
 }
 
 // PyStats counts what the Python side could and could not read.
@@ -46,6 +46,8 @@ type PyStats struct {
 	Matched, Unmatched uint64
 	AcceptedDrafts     int64 // over the matched verifies
 	LastError          string
+	// Code objects followed to their replacement (reload, reassignment).
+	Replaced int
 }
 
 type callKey struct {
@@ -62,7 +64,7 @@ type pendingRead struct {
 
 func newPyRequests(proc *pyproc.Process, sess *loader.Session, late *spanbuilder.LateAccept) *pyRequests {
 	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey]pendingRead{},
-		seen: map[string]bool{}, stepRids: map[uint32][]string{}, doubt: map[uint32]bool{}}
+		seen: map[string]bool{}, doubt: map[uint32]bool{}}
 }
 
 // handle reads at a Python stage call's entry (an accept stage's at its
@@ -122,6 +124,9 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	r, ok := p.pending[key]
 	delete(p.pending, key)
 	good := false
+	// A call whose requests could not be read serves none: another call of
+	// the step may have had another batch (vLLM's draft is the next step's).
+	e.Requests = []string{}
 	switch {
 	case !ok:
 	case r.err != nil:
@@ -131,7 +136,6 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		// The call had returned before the reads ended: they may have seen
 		// the next batch. Better no requests than wrong ones.
 		p.Stats.Late++
-		e.Requests = []string{}
 	default:
 		p.Stats.Reads++
 		e.Requests = r.rids
@@ -150,18 +154,10 @@ func (p *pyRequests) track(stage string, tid uint32, good bool, rids []string) {
 		return
 	}
 	switch stage {
-	case probes.Draft:
-		p.stepRids[tid] = nil
-		if good {
-			p.stepRids[tid] = rids
-		}
 	case probes.Verify:
-		if !good {
-			rids = p.stepRids[tid]
-		}
-		p.stepRids[tid] = nil
-		if rids == nil {
-			// A step without requests: its verify's count cannot be placed.
+		if !good || rids == nil {
+			// This verify has no span for its requests: a later count
+			// must not land on the next one.
 			p.late.ForgetAll()
 			p.doubt[tid] = true
 			return
@@ -338,9 +334,11 @@ type pySession struct {
 	reqs    *pyRequests
 	late    *spanbuilder.LateAccept
 	sess    *loader.Session
+	log     io.Writer
 	// Threads whose exception slot watch_hit knows; others are looked up
 	// when they first enter a stage.
-	slots map[uint32]bool
+	slots    map[uint32]bool
+	replaced int // code objects followed to their replacement
 }
 
 func preparePython(cfg Config) (*pySession, error) {
@@ -364,7 +362,7 @@ func preparePython(cfg Config) (*pySession, error) {
 		proc.Close()
 		return nil, err
 	}
-	return &pySession{proc: proc, targets: targets}, nil
+	return &pySession{proc: proc, targets: targets, log: cfg.Log}, nil
 }
 
 func (p *pySession) arm(sess *loader.Session) error {
@@ -376,7 +374,37 @@ func (p *pySession) arm(sess *loader.Session) error {
 	}
 	p.sess, p.slots = sess, map[uint32]bool{}
 	p.watchExceptions()
+	sess.OnCodeFreed = p.codeFreed
 	return nil
+}
+
+// codeFreed follows a stage whose code object was freed to its new one: a
+// module reloaded, or the method reassigned, makes new code, and the old is
+// freed once nothing runs or holds it.
+func (p *pySession) codeFreed(site int) {
+	t, ok := p.sess.PySite(site)
+	if !ok {
+		return
+	}
+	st := t.Stage
+	old := t.Code.Addr
+	code, err := p.proc.FindCode(st.Module, st.Qualname)
+	var gone *pyproc.ModuleNotFoundError
+	switch {
+	case errors.As(err, &gone):
+		// The module went with it: the interpreter is shutting down.
+	case err != nil:
+		fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): its code object was freed and the function is gone (%v): no longer traced\n", st.Name, st.Module, st.Qualname, err)
+	case code.Addr == old || code.Suspends() || code.Immortal:
+		fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): its code object was freed and no traceable one replaced it: no longer traced\n", st.Name, st.Module, st.Qualname)
+	default:
+		if err := p.sess.RearmPython(site, code); err != nil {
+			fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): code object replaced, but watching the new one failed: %v\n", st.Name, st.Module, st.Qualname, err)
+			return
+		}
+		p.replaced++
+		fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): code object replaced (%#x -> %#x; module reloaded or method reassigned): watching the new one\n", st.Name, st.Module, st.Qualname, old, code.Addr)
+	}
 }
 
 // watchExceptions gives watch_hit each thread's exception slot, so an exit
@@ -462,6 +490,7 @@ func (p *pySession) stats() *PyStats {
 		return nil
 	}
 	st := p.reqs.Stats
+	st.Replaced = p.replaced
 	if p.late != nil {
 		st.Matched, st.Unmatched, st.AcceptedDrafts = p.late.Matched, p.late.Unmatched, p.late.Drafts
 	}
