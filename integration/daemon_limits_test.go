@@ -98,4 +98,3 @@ func onlyRequests(spans []sdktrace.ReadOnlySpan, rids map[string]bool) []sdktrac
 	}
 	return out
 }
-
