@@ -41,7 +41,7 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 		for key, dst := range map[string]*string{"arg": &req.Arg, "path": &req.Path, "id": &req.ID} {
 			v, ok := rf[key]
 			if !ok {
-				if key != "id" { // without id, the items are the ids
+				if key == "arg" { // without path, the argument itself; without id, the items are the ids
 					p.fail(r, "%s.requests: missing %s", what, key)
 				}
 				continue

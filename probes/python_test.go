@@ -31,6 +31,24 @@ stages:
 	}
 }
 
+// A request path may be left out (the argument holds the requests) or end
+// in one id (a call that serves one request).
+func TestRequestIDPath(t *testing.T) {
+	for _, c := range []struct {
+		r    PyRequests
+		want string
+	}{
+		{PyRequests{Arg: "batch", Path: "reqs[*]", ID: "rid"}, "reqs[*].rid"},
+		{PyRequests{Arg: "batch", Path: "req_ids"}, "req_ids"},
+		{PyRequests{Arg: "self", ID: "path"}, "path"},
+		{PyRequests{Arg: "rid"}, ""},
+	} {
+		if got := c.r.IDPath(); got != c.want {
+			t.Errorf("%+v: IDPath %q, want %q", c.r, got, c.want)
+		}
+	}
+}
+
 func TestParsePythonStageErrors(t *testing.T) {
 	for _, c := range []struct{ stage, want string }{
 		{"module: a.b\n    qualname: C.f\n    symbol: f", "py.yaml:6: stages.verify.symbol: a Python stage (module + qualname) has no symbol"},
@@ -38,7 +56,7 @@ func TestParsePythonStageErrors(t *testing.T) {
 		{"qualname: C.f\n    binary: x\n    symbol: f\n    scope: batch", "py.yaml:4: stages.verify: qualname needs module"},
 		{"module: a..b\n    qualname: C.f", "py.yaml:4: stages.verify.module: \"a..b\" is not a dotted module name"},
 		{"module: a.b\n    qualname: C.f\n    scope: request", "py.yaml:6: stages.verify.scope: Python stages are batch stages"},
-		{"module: a.b\n    qualname: C.f\n    requests: {arg: batch, id: rid}", "py.yaml:6: stages.verify.requests: missing path"},
+		{"module: a.b\n    qualname: C.f\n    requests: {path: reqs, id: rid}", "py.yaml:6: stages.verify.requests: missing arg"},
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: 1x, path: reqs, id: rid}", "py.yaml:6: stages.verify.requests.arg: \"1x\" is not an argument name"},
 		{"module: a.b\n    qualname: C.f\n    requests: {arg: b, path: \"reqs[x]\", id: rid}", "py.yaml:6: stages.verify.requests.path: \"reqs[x]\" is not an object path"},
 		{"binary: x\n    symbol: f\n    scope: batch\n    requests: {arg: b, path: r, id: i}", "py.yaml:7: stages.verify.requests: only Python stages have requests"},

@@ -81,8 +81,10 @@ func (s *Stage) IsPython() bool { return s.Module != "" }
 
 // PyRequests says where a Python stage call's requests are: the list at Path
 // from the argument Arg, each request's id at ID (read while the call runs).
+// A path that ends in a single str or int names one request.
 type PyRequests struct {
-	Arg  string
+	Arg string
+	// Path is "" when the argument itself holds the requests.
 	Path string
 	// ID is the id's path in each item; "" when the items are the ids
 	// (a list of str, or a dict keyed by request id).
@@ -184,8 +186,8 @@ type Named struct {
 
 // IDPath is the path from the argument to the request ids.
 func (r *PyRequests) IDPath() string {
-	if r.ID == "" {
-		return r.Path
+	if r.ID == "" || r.Path == "" {
+		return r.Path + r.ID
 	}
 	return r.Path + "." + r.ID
 }

@@ -38,6 +38,9 @@ type pyRequests struct {
 // PyStats counts what the Python side could and could not read.
 type PyStats struct {
 	Reads, Late, Failed uint64
+	// Frame lookups tried again: the call's frame not yet on its thread's
+	// stack, or the stack changing under the walk.
+	Retries uint64
 	// From the watchpoint hit to the end of the reads.
 	MaxLag, SumLag time.Duration
 	// Accepted counts: verifies that got theirs, and that went without
@@ -93,7 +96,7 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 			// Counts in the call's own frame: read while it runs, kept if
 			// it was still running when the reads ended.
 			var r pendingRead
-			if frame, err := p.proc.FindFrame(int(e.TID), t.Code.Addr); err != nil {
+			if frame, err := p.findEntered(int(e.TID), t.Code.Addr, e.BootNs); err != nil {
 				r.err = err
 			} else {
 				r.rids, r.counts, r.err = p.readCounts(frame, t.Stage)
@@ -114,7 +117,7 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		return false
 	}
 	if !e.Exit {
-		rids, err := p.read(t, int(e.TID))
+		rids, err := p.read(t, int(e.TID), e.BootNs)
 		end := spanbuilder.BootNow()
 		p.Stats.MaxLag = max(p.Stats.MaxLag, time.Duration(end-e.BootNs))
 		p.Stats.SumLag += time.Duration(end - e.BootNs)
@@ -292,25 +295,52 @@ func (p *pyRequests) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64,
 	return out, nil
 }
 
-func (p *pyRequests) read(t *loader.PyTarget, tid int) ([]string, error) {
+func (p *pyRequests) read(t *loader.PyTarget, tid int, hit uint64) ([]string, error) {
 	spec := t.Stage.Requests
-	frame, err := p.proc.FindFrame(tid, t.Code.Addr)
+	frame, err := p.findEntered(tid, t.Code.Addr, hit)
 	if err != nil {
 		return nil, err
 	}
 	return p.evalIDs(frame, spec.Arg, spec.IDPath())
 }
 
+// findEntered finds the frame of a call that entered at hit (boot ns). The
+// watchpoint fires when the frame is made, a moment before the thread links
+// it into its stack; a thread preempted in between (threads contending for
+// the GIL on a busy machine) shows the caller on top for a while. A new
+// thread may not be in the thread list yet, and a walk of a stack that
+// changes under it can meet a frame being torn down. So the lookup is tried
+// again, but only soon after the hit: later, the call has more likely
+// returned, and waiting would delay every other event. Whether the call
+// still ran when the reads ended is checked at its exit, as for every read.
+func (p *pyRequests) findEntered(tid int, code, hit uint64) (*pyproc.Frame, error) {
+	const retryFor = 2 * time.Millisecond
+	for wait := 25 * time.Microsecond; ; wait *= 2 {
+		frame, err := p.proc.FindFrame(tid, code)
+		if err == nil || time.Duration(spanbuilder.BootNow()-hit)+wait > retryFor {
+			return frame, err
+		}
+		p.Stats.Retries++
+		time.Sleep(wait)
+	}
+}
+
 // idList reads a path ending in every request's id (reqs[*].rid): one
-// evaluation shares the type lookups across items.
+// evaluation shares the type lookups across items. A path ending in one id
+// (self.path) names one request.
 func idList(proc *pyproc.Process, obj uint64, path string) ([]string, error) {
 	v, err := proc.Eval(obj, path)
 	if err != nil {
 		return nil, err
 	}
-	items, ok := v.([]pyproc.Value)
-	if !ok {
-		return nil, fmt.Errorf("%s: expected a list, got %T", path, v)
+	var items []pyproc.Value
+	switch x := v.(type) {
+	case []pyproc.Value:
+		items = x
+	case string, int64, uint64: // a call that serves one request
+		items = []pyproc.Value{x}
+	default:
+		return nil, fmt.Errorf("%s: expected a list of requests or one str or int id, got %T", path, v)
 	}
 	rids := make([]string, len(items))
 	for i, it := range items {
