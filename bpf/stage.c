@@ -223,12 +223,24 @@ struct watch_ctx { // struct bpf_perf_event_data, with our pt_regs
 	u64 addr;
 };
 
-// Watched address -> site.
+// When a hit wakes the reader at once: user space reads a call's requests
+// from its frame while it runs (entry), or from its caller's frame as it
+// returns (exit). Other hits wait for the usual threshold or timer.
+#define WAKE_ENTRY 1
+#define WAKE_EXIT 2
+
+struct watch {
+	u32 site;
+	u32 wake; // WAKE_ENTRY | WAKE_EXIT
+	s64 last; // the count after the previous write: +1 is a push, -1 a pop
+};
+
+// Watched address -> what it is.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_SITES);
 	__type(key, u64);
-	__type(value, u32);
+	__type(value, struct watch);
 } watches SEC(".maps");
 
 // Python: thread id -> address of the thread state's exception being raised
@@ -245,10 +257,10 @@ SEC("perf_event")
 int watch_hit(struct watch_ctx *ctx)
 {
 	u64 addr = ctx->addr;
-	u32 *site = bpf_map_lookup_elem(&watches, &addr);
-	if (!site)
+	struct watch *w = bpf_map_lookup_elem(&watches, &addr);
+	if (!w)
 		return 0;
-	struct event *e = reserve(*site, WATCH);
+	struct event *e = reserve(w->site, WATCH);
 	if (!e)
 		return 0;
 	e->values[0] = 0;
@@ -264,9 +276,17 @@ int watch_hit(struct watch_ctx *ctx)
 	u64 *slot = bpf_map_lookup_elem(&exc_slots, &tid);
 	if (slot && !bpf_probe_read_user(&e->values[2], sizeof(u64), (void *)*slot))
 		e->values[3] = 1; // exception state known
-	// Wake the reader at once: it reads the call's arguments from user space
-	// while the call still runs (stage calls are milliseconds long and few).
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	// Wake the reader at once where it reads the target's memory while the
+	// call (or its caller) still runs, and when the code object is freed
+	// (its stage is looked up again). The direction is a hint only (user
+	// space classifies each write by its instruction); a wrong guess costs
+	// a wakeup or a read that comes late, never a wrong span.
+	s64 now = e->values[0], last = w->last;
+	w->last = now;
+	u64 flags = wakeup_flags();
+	if (now == 0 || (w->wake & WAKE_ENTRY && now > last) || (w->wake & WAKE_EXIT && now < last))
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 	return 0;
 }
 

@@ -43,6 +43,13 @@ type StageValueSpec struct {
 	Deref    [3]int64
 }
 
+type StageWatch struct {
+	_    structs.HostLayout
+	Site uint32
+	Wake uint32
+	Last int64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

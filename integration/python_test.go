@@ -64,7 +64,7 @@ func TestWatchpointCountsCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sess.Close()
-			if _, err := sess.ArmWatch(code.Addr, 0, code.Refcnt); err != nil {
+			if _, err := sess.ArmWatch(code.Addr, 0, code.Refcnt, 0); err != nil {
 				t.Fatal(err)
 			}
 			entries, exits := 0, 0

@@ -17,6 +17,17 @@ type PyTarget struct {
 	ReadFrom *pyproc.Code // the caller whose frame an accept stage reads
 }
 
+// wake: the hits at which user space reads the target (tracer/python.go).
+func (t PyTarget) wake() Wake {
+	switch {
+	case t.ReadFrom != nil:
+		return WakeExit
+	case t.Stage.Requests != nil:
+		return WakeEntry
+	}
+	return 0
+}
+
 // ResolvePython finds the code object of every Python stage of spec. Engines
 // import their workers lazily, so a module not imported yet is waited for,
 // up to wait.
@@ -75,7 +86,7 @@ func (s *Session) ArmPython(targets []PyTarget, v pyproc.Version) error {
 	}
 	for _, t := range targets {
 		site := uint32(len(s.Targets) + len(s.PyTargets))
-		if _, err := s.ArmWatch(t.Code.Addr, site, t.Code.Refcnt); err != nil {
+		if _, err := s.ArmWatch(t.Code.Addr, site, t.Code.Refcnt, t.wake()); err != nil {
 			return fmt.Errorf("stage %s (%s.%s): %w", t.Stage.Name, t.Stage.Module, t.Stage.Qualname, err)
 		}
 		s.PyTargets = append(s.PyTargets, t)
@@ -126,7 +137,7 @@ func (s *Session) RearmPython(site int, code *pyproc.Code) error {
 			delete(s.tentative, k)
 		}
 	}
-	if _, err := s.ArmWatch(code.Addr, uint32(site), code.Refcnt); err != nil {
+	if _, err := s.ArmWatch(code.Addr, uint32(site), code.Refcnt, t.wake()); err != nil {
 		return err
 	}
 	t.Code = code

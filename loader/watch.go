@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/specprobe/specprobe/bpf"
 )
 
 // Breakpoint constants (linux/hw_breakpoint.h).
@@ -26,15 +28,27 @@ type Watch struct {
 	links []link.Link
 }
 
+// Wake says at which hits of a watch the reader is woken at once, because
+// it reads the target's memory then; other hits reach it at the next
+// threshold or timer, which costs the target less (design.md: a ring-buffer
+// wakeup costs more than the probe).
+type Wake uint32
+
+const (
+	WakeEntry Wake = 1 // reads while the call runs
+	WakeExit  Wake = 2 // reads from the caller as the call returns
+)
+
 // ArmWatch puts a hardware write watchpoint on the 8 bytes at addr (a code
 // object's reference count) in every thread of pid, each running the
 // watch_hit program. inherit=1 covers the threads those threads create later.
 // refcnt is the count read just before arming, the base for telling the first hit.
-func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64) (*Watch, error) {
+func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64, wake Wake) (*Watch, error) {
 	if addr%8 != 0 {
 		return nil, fmt.Errorf("watch address %#x is not 8-byte aligned", addr)
 	}
-	if err := s.objs.Watches.Put(addr, site); err != nil {
+	w0 := bpf.StageWatch{Site: site, Wake: uint32(wake), Last: int64(refcnt)}
+	if err := s.objs.Watches.Put(addr, &w0); err != nil {
 		return nil, fmt.Errorf("registering watch %#x: %w", addr, err)
 	}
 	if s.refcnt == nil {

@@ -50,12 +50,13 @@ type config struct {
 	py    string // interpreter key: "main" or "usdt"
 	name  string
 	mode  string // workload mode: plain or span
-	probe string // "", "specprobe", "bare-watch" or "usdt"
+	probe string // "", "specprobe", "specprobe-requests", "bare-watch" or "usdt"
 }
 
 var allConfigs = []config{
 	{"main", "untraced", "plain", ""},
 	{"main", "specprobe (watchpoint + watch_hit + reader)", "plain", "specprobe"},
+	{"main", "specprobe, stage with requests (reader woken at each entry)", "plain", "specprobe-requests"},
 	{"main", "bare watchpoint (empty program)", "plain", "bare-watch"},
 	{"main", "in-process span per stage call", "span", ""},
 	{"usdt", "untraced", "plain", ""},
@@ -224,8 +225,8 @@ func measure(c config) (result, error) {
 	var closer io.Closer
 	var events func() (float64, string)
 	switch c.probe {
-	case "specprobe":
-		closer, events, err = attachSpecprobe(pid)
+	case "specprobe", "specprobe-requests":
+		closer, events, err = attachSpecprobe(pid, c.probe == "specprobe-requests")
 	case "bare-watch":
 		var code *pyproc.Code
 		if code, _, err = findStage(pid); err == nil {
@@ -280,8 +281,11 @@ func findStage(pid int) (*pyproc.Code, pyproc.Version, error) {
 
 // attachSpecprobe traces stage() the way `specprobe attach` traces a Python
 // stage: ArmPython (watchpoint, watch_hit, the frame push/pop classifier) and
-// a reader taking every event off the ring buffer as it comes.
-func attachSpecprobe(pid int) (io.Closer, func() (float64, string), error) {
+// a reader taking every event off the ring buffer as it comes. A stage with
+// requests wakes the reader at each entry (it reads them while the call
+// runs); the reads themselves run in specprobe, on another CPU, and are
+// left out here.
+func attachSpecprobe(pid int, requests bool) (io.Closer, func() (float64, string), error) {
 	code, version, err := findStage(pid)
 	if err != nil {
 		return nil, nil, err
@@ -291,6 +295,9 @@ func attachSpecprobe(pid int) (io.Closer, func() (float64, string), error) {
 		return nil, nil, err
 	}
 	st := &probes.Stage{Name: probes.Verify, Scope: probes.ScopeBatch, Module: "__main__", Qualname: "stage"}
+	if requests {
+		st.Requests = &probes.PyRequests{Arg: "batch"}
+	}
 	if err := sess.ArmPython([]loader.PyTarget{{Stage: st, Code: code}}, version); err != nil {
 		sess.Close()
 		return nil, nil, err
@@ -497,7 +504,7 @@ func report(configs []config, results map[config][]result, rounds int) {
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, c := range configs {
 		hits := "–"
-		if c.probe == "specprobe" {
+		if strings.HasPrefix(c.probe, "specprobe") {
 			hits = fmt.Sprintf("%.2f", med(each(c, func(r result) float64 { return r.hits })))
 		}
 		rs := ratios(c)
@@ -528,6 +535,9 @@ func report(configs []config, results map[config][]result, rounds int) {
 		if bw, ok := find(py, "bare-watch", "plain"); ok {
 			fmt.Printf("  added cost per stage call, bare watchpoint:           %.2f µs\n", added(bw))
 			fmt.Printf("  specprobe / bare watchpoint, per watched call:        %.2fx\n", added(sp)/added(bw))
+			if sr, ok := find(py, "specprobe-requests", "plain"); ok {
+				fmt.Printf("  added cost per stage call, stage with requests:       %.2f µs  (%.2fx the bare watchpoint: the reader woken at each entry)\n", added(sr), added(sr)/added(bw))
+			}
 		}
 		if sc, ok := find(py, "", "span"); ok {
 			fmt.Printf("  added cost per stage call, in-process span:           %.2f µs\n", added(sc))
