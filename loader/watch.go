@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -69,7 +70,7 @@ func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64, wake Wake) (
 		if err != nil {
 			s.DisarmWatch(w)
 			if errors.Is(err, unix.ENOSPC) {
-				return nil, fmt.Errorf("no free debug register on thread %d of PID %d: x86 has 4 per thread and something (a debugger, another tracer, or more than 4 watched stages) holds them all", tid, s.PID)
+				return nil, fmt.Errorf("no free debug register on thread %d of PID %d: x86 has 4 per thread, and %s holds them all", tid, s.PID, registerHolder(s.PID, tid))
 			}
 			return nil, fmt.Errorf("watchpoint on thread %d: %w", tid, err)
 		}
@@ -83,6 +84,20 @@ func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64, wake Wake) (
 	}
 	s.watches = append(s.watches, w)
 	return w, nil
+}
+
+// registerHolder names what likely holds a thread's debug registers.
+func registerHolder(pid, tid int) string {
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
+			if tracer := strings.TrimSpace(v); tracer != "0" {
+				comm, _ := os.ReadFile("/proc/" + tracer + "/comm")
+				return fmt.Sprintf("the debugger tracing it (PID %s, %s)", tracer, strings.TrimSpace(string(comm)))
+			}
+		}
+	}
+	return "something (more than 4 watched stages, another tracer, or a debugger that has detached: the kernel keeps a debugger's breakpoints until the thread exits)"
 }
 
 // DisarmWatch removes a watchpoint from every thread; safe on a partial watch.
