@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,8 +14,10 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // interpreters are the CPython builds design.md measured; the test covers every one present.
@@ -164,4 +167,65 @@ func describe(m map[int64]int, s *loader.Symbolizer) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// TestRecursiveStage traces a stage that calls itself: the inner call's
+// requests must not take the place of the outer call's (each call's read is
+// kept until its own exit), and every span must fall in its own call.
+func TestRecursiveStage(t *testing.T) {
+	needRoot(t)
+	spec, err := probes.Parse("recursive.yaml", []byte(`engine: recursive
+stages:
+  verify:
+    module: __main__
+    qualname: stage
+    requests: {arg: batch, path: "reqs[*]", id: rid}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, py := range interpreters {
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			if _, err := os.Stat(py); err != nil {
+				t.Skipf("interpreter %s not installed", py)
+			}
+			log := filepath.Join(t.TempDir(), "truth.jsonl")
+			cmd := exec.Command(py, filepath.Join(repoRoot(t), "integration", "testdata", "recursive.py"), "30", log)
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+				t.Fatalf("target not ready: %q", line)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			want := pyExpected(t, log)
+			comparePython(t, spans, want, res.Python, 0)
+			// Which spans are the outer calls' (the longer window of a request)?
+			outer := 0
+			for _, s := range spans {
+				calls := want[attrs(s)["rid"].AsString()]
+				if s.Name() != "spec_verify" || len(calls) != 2 {
+					continue
+				}
+				long := calls[0]
+				if calls[1].end-calls[1].start > long.end-long.start {
+					long = calls[1]
+				}
+				if s.StartTime().UnixNano() < long.start+int64(time.Millisecond)/2 && s.EndTime().UnixNano() > long.end-int64(time.Millisecond)/2 {
+					outer++
+				}
+			}
+			t.Logf("%d spans of outer calls", outer)
+			if outer == 0 {
+				t.Errorf("no outer call of the recursive stage was traced with its requests")
+			}
+			assertNoProbesLeft(t)
+		})
+	}
 }

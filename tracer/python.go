@@ -29,7 +29,7 @@ type pyRequests struct {
 	proc    *pyproc.Process
 	sess    *loader.Session
 	late    *spanbuilder.LateAccept // nil without an accept stage
-	pending map[callKey]pendingRead
+	pending map[callKey][]pendingRead // a stack: a recursive stage's calls nest
 	seen    map[string]bool // requests named by some step already
 	doubt   map[uint32]bool // the next step's new requests may predate tracing
 	Stats   PyStats
@@ -66,7 +66,7 @@ type pendingRead struct {
 }
 
 func newPyRequests(proc *pyproc.Process, sess *loader.Session, late *spanbuilder.LateAccept) *pyRequests {
-	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey]pendingRead{},
+	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey][]pendingRead{},
 		seen: map[string]bool{}, doubt: map[uint32]bool{}}
 }
 
@@ -85,7 +85,7 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	}
 	key := callKey{e.Site, e.TID}
 	if e.Cancel {
-		delete(p.pending, key) // not a call: its reads mean nothing
+		p.pop(key) // not a call: its reads mean nothing
 		return span
 	}
 	if name == probes.Accept {
@@ -102,10 +102,9 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 				r.rids, r.counts, r.err = p.readCounts(frame, t.Stage)
 			}
 			r.end = spanbuilder.BootNow()
-			p.pending[key] = r
+			p.push(key, r)
 		case t.ReadFrom == nil && p.late != nil:
-			r, ok := p.pending[key]
-			delete(p.pending, key)
+			r, ok := p.pop(key)
 			switch {
 			case !ok:
 				r.err = fmt.Errorf("no read at its entry")
@@ -121,11 +120,10 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		end := spanbuilder.BootNow()
 		p.Stats.MaxLag = max(p.Stats.MaxLag, time.Duration(end-e.BootNs))
 		p.Stats.SumLag += time.Duration(end - e.BootNs)
-		p.pending[key] = pendingRead{rids: rids, end: end, err: err}
+		p.push(key, pendingRead{rids: rids, end: end, err: err})
 		return span
 	}
-	r, ok := p.pending[key]
-	delete(p.pending, key)
+	r, ok := p.pop(key)
 	good := false
 	// A call whose requests could not be read serves none: another call of
 	// the step may have had another batch (vLLM's draft is the next step's).
@@ -149,6 +147,34 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		p.track(name, e.TID, good, r.rids)
 	}
 	return span
+}
+
+// push keeps a call's read until its exit; an entry whose exit never came
+// (the target died mid-call, say) must not grow the stack without bound.
+func (p *pyRequests) push(key callKey, r pendingRead) {
+	st := p.pending[key]
+	if len(st) >= maxNesting {
+		st = st[1:]
+	}
+	p.pending[key] = append(st, r)
+}
+
+const maxNesting = 64
+
+// pop takes the read of the latest call of key still open: an exit ends the
+// innermost call (frames pop in order).
+func (p *pyRequests) pop(key callKey) (pendingRead, bool) {
+	st := p.pending[key]
+	if len(st) == 0 {
+		return pendingRead{}, false
+	}
+	r := st[len(st)-1]
+	if len(st) == 1 {
+		delete(p.pending, key)
+	} else {
+		p.pending[key] = st[:len(st)-1]
+	}
+	return r, true
 }
 
 // track keeps the first-in-first-out matching of late counts honest.
