@@ -28,10 +28,10 @@ import (
 type pyRequests struct {
 	proc    *pyproc.Process
 	sess    *loader.Session
-	late    *spanbuilder.LateAccept // nil without an accept stage
+	late    *spanbuilder.LateAccept   // nil without an accept stage
 	pending map[callKey][]pendingRead // a stack: a recursive stage's calls nest
-	seen    map[string]bool // requests named by some step already
-	doubt   map[uint32]bool // the next step's new requests may predate tracing
+	seen    map[string]bool           // requests named by some step already
+	doubt   map[uint32]bool           // the next step's new requests may predate tracing
 	Stats   PyStats
 }
 
