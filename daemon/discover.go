@@ -181,7 +181,7 @@ func (d *Daemon) classify(c *candidate) (*probes.Spec, bool) {
 		}
 		c.py = py
 	}
-	for _, s := range d.opts.Specs {
+	for _, s := range probes.ByPriority(d.opts.Specs) {
 		if !isPython(s) {
 			continue
 		}

@@ -16,7 +16,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -165,6 +167,14 @@ func TestSGLangStageRaises(t *testing.T) {
 }
 
 func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...string) *tracer.Result {
+	cmd, log := startPyTarget(t, script, py, extra...)
+	return tracePyTarget(t, spec, cmd, log, extra...)
+}
+
+// startPyTarget starts a pytargets script, waiting for a signal to begin,
+// and returns it with the path of its ground-truth log. It is killed when
+// the test ends.
+func startPyTarget(t *testing.T, script, py string, extra ...string) (*exec.Cmd, string) {
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)
 	}
@@ -175,10 +185,16 @@ func sglangRun(t *testing.T, spec *probes.Spec, script, py string, extra ...stri
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target not ready: %q", line)
 	}
+	return cmd, log
+}
+
+// tracePyTarget releases a started target, traces it to its exit and
+// compares the spans with its log.
+func tracePyTarget(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, extra ...string) *tracer.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
@@ -287,6 +303,66 @@ func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string]
 	if matched == 0 || py.Reads == 0 {
 		t.Errorf("no stage call traced with its requests")
 	}
+}
+
+// TestSGLangWorkers runs the SGLang-shaped target with each speculative
+// worker SGLang has besides EAGLE V2, detects the spec from the process
+// itself as attach does (the worker module the scheduler imported), and
+// compares every span with the target's log. Standalone and frozen-KV MTP
+// inherit EAGLEWorkerV2's verify; multi-layer EAGLE has its own code
+// objects; NGRAM verifies inline in forward_batch_generation, whose prefill
+// calls the spec's when leaves out.
+func TestSGLangWorkers(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	catalog, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ worker, engine string }{
+		{"eagle_v2", "sglang"},
+		{"standalone", "sglang-standalone"},
+		{"frozen_kv_mtp", "sglang-frozen-kv-mtp"},
+		{"multi_layer_eagle", "sglang-multi-layer-eagle"},
+		{"ngram", "sglang-ngram"},
+	} {
+		pys := interpreters
+		if w.worker == "eagle_v2" {
+			// Traced on every interpreter by TestSGLangTarget: here it checks
+			// that detection still picks the default spec.
+			pys = pys[:1]
+		}
+		for _, py := range pys {
+			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				cmd, log := startPyTarget(t, script, py, "--worker", w.worker)
+				spec := detectPython(t, catalog, cmd.Process.Pid)
+				if spec.Engine != w.engine {
+					t.Fatalf("detected %s (%s), want %s", spec.Engine, spec.Worker, w.engine)
+				}
+				res := tracePyTarget(t, spec, cmd, log)
+				if w.worker == "ngram" && (res.Python == nil || res.Python.Skipped == 0) {
+					t.Errorf("no prefill call of forward_batch_generation left out by when: %+v", res.Python)
+				}
+			})
+		}
+	}
+}
+
+// detectPython picks a catalog spec for a Python process the way attach
+// does: its executable, command line and imported modules.
+func detectPython(t *testing.T, catalog []*probes.Spec, pid int) *probes.Spec {
+	t.Helper()
+	py, err := pyproc.Attach(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer py.Close()
+	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid),
+		HasModule: func(m string) bool { ok, _ := py.HasModule(m); return ok }}
+	spec := probes.Detect(catalog, proc)
+	if spec == nil {
+		t.Fatalf("no catalog spec detected for PID %d", pid)
+	}
+	return spec
 }
 
 // pyTarget skips without root and returns a catalog spec and a pytargets script.

@@ -2,6 +2,7 @@ package probes
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -14,9 +15,10 @@ type Process struct {
 	HasModule func(string) bool
 }
 
-// Detect returns the first spec whose match section fits the process, or nil.
+// Detect returns the spec whose match section fits the process, or nil; of
+// several, the one with the highest match priority, then the first.
 func Detect(specs []*Spec, p Process) *Spec {
-	for _, s := range specs {
+	for _, s := range ByPriority(specs) {
 		if s.Matches(p.Exe, p.Cmdline, p.Mapped) {
 			return s
 		}
@@ -55,4 +57,12 @@ func (s *Spec) Matches(exe, cmdline string, mapped []string) bool {
 		}
 	}
 	return false
+}
+
+// ByPriority returns specs in detection order: highest match priority first,
+// in their given order otherwise.
+func ByPriority(specs []*Spec) []*Spec {
+	out := slices.Clone(specs)
+	slices.SortStableFunc(out, func(a, b *Spec) int { return b.Match.Priority - a.Match.Priority })
+	return out
 }

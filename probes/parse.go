@@ -134,7 +134,7 @@ func (p *parser) int(n *yaml.Node, what string) int64 {
 }
 
 func (p *parser) spec(n *yaml.Node) *Spec {
-	f := p.fields(n, "spec", "engine", "description", "match", "stages")
+	f := p.fields(n, "spec", "engine", "description", "worker", "match", "stages")
 	s := &Spec{Stages: map[string]*Stage{}}
 	if e, ok := f["engine"]; ok {
 		s.Engine = p.str(e, "engine")
@@ -144,8 +144,14 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 	if d, ok := f["description"]; ok {
 		s.Description = p.str(d, "description")
 	}
+	if w, ok := f["worker"]; ok {
+		s.Worker = p.str(w, "worker")
+	}
 	if m, ok := f["match"]; ok {
-		mf := p.fields(m, "match", "exe", "cmdline", "library", "module")
+		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority")
+		if v, ok := mf["priority"]; ok {
+			s.Match.Priority = int(p.int(v, "match.priority"))
+		}
 		for key, dst := range map[string]*[]string{"exe": &s.Match.Exe, "cmdline": &s.Match.Cmdline, "library": &s.Match.Library, "module": &s.Match.Module} {
 			if v, ok := mf[key]; ok {
 				*dst = p.strs(v, "match."+key)
@@ -171,7 +177,7 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 
 func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	what := "stages." + name
-	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "read_from", "accepted", "drafted")
+	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "when", "read_from", "accepted", "drafted")
 	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
 	if _, ok := f["module"]; ok {
 		p.pythonStage(s, n, f, what)
@@ -180,7 +186,7 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	if _, ok := f["qualname"]; ok {
 		p.fail(n, "%s: qualname needs module (a Python stage is module + qualname)", what)
 	}
-	for _, key := range []string{"requests", "read_from", "accepted", "drafted"} {
+	for _, key := range []string{"requests", "when", "read_from", "accepted", "drafted"} {
 		if r, ok := f[key]; ok {
 			p.fail(r, "%s.%s: only Python stages have %s (native stages use request_id and values)", what, key, key)
 		}

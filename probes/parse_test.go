@@ -257,7 +257,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty file", "", 0, []string{"empty spec", "expected a mapping"}},
 		{"only a comment", "# nothing\n", 0, []string{"empty spec"}},
-		{"not a mapping", "- a\n- b\n", 1, []string{"spec: expected a mapping with keys engine, description, match, stages"}},
+		{"not a mapping", "- a\n- b\n", 1, []string{"spec: expected a mapping with keys engine, description, worker, match, stages"}},
 		// For parser errors yaml.v3 reports the 0-based line where the enclosing
 		// construct began, not the line of the mistake; Parse passes it on.
 		{"invalid YAML: unclosed list", "engine: e\nmatch:\n  exe: [a\n", 2, []string{"invalid YAML: did not find expected ',' or ']'"}},
@@ -267,13 +267,13 @@ func TestParseErrors(t *testing.T) {
 		{"invalid YAML: no line", "\x01", 0, []string{"invalid YAML: control characters are not allowed"}},
 
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
-			[]string{`spec: unknown key "engin" (expected one of engine, description, match, stages)`}},
+			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, match, stages)`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
-			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module)`}},
+			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,
 			[]string{`stages: unknown key "prefill" (expected one of draft, verify, accept, draft_extend)`}},
 		{"unknown stage key", minimal + "    sym: x\n", 7,
-			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, read_from, accepted, drafted)`}},
+			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, when, read_from, accepted, drafted)`}},
 		{"unknown value key", minimal + "    values:\n      x: {at: entry, from: arg0, offset: 8}\n", 8,
 			[]string{`stages.verify.values.x: unknown key "offset" (expected one of at, from, deref, type, size, elem_size, add)`}},
 		{"unknown request_id key", minimal + "  draft:\n    binary: b\n    symbol: d\n    request_id: {at: entry, form: arg0}\n", 10,

@@ -59,7 +59,36 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 		}
 		s.Requests = req
 	}
+	if w, ok := f["when"]; ok {
+		s.When = p.pyCond(w, what+".when")
+		if s.Requests == nil || s.Name == Accept {
+			p.fail(w, "%s.when: a condition is read with the requests of a draft, verify or draft_extend stage: give requests too", what)
+		}
+	}
 	p.pythonAccept(s, n, f, what)
+}
+
+// pyCond reads {arg, path, equals}.
+func (p *parser) pyCond(n *yaml.Node, what string) *PyCond {
+	cf := p.fields(n, what, "arg", "path", "equals")
+	c := &PyCond{Line: n.Line}
+	for key, dst := range map[string]*string{"arg": &c.Arg, "path": &c.Path, "equals": &c.Equals} {
+		v, ok := cf[key]
+		if !ok {
+			if key != "path" { // without path, the argument itself
+				p.fail(n, "%s: missing %s", what, key)
+			}
+			continue
+		}
+		*dst = p.str(v, what+"."+key)
+	}
+	if c.Arg != "" && !pyName.MatchString(c.Arg) {
+		p.fail(cf["arg"], "%s.arg: %q is not an argument name", what, c.Arg)
+	}
+	if c.Path != "" && !pyPath.MatchString(c.Path) {
+		p.fail(cf["path"], "%s.path: %q is not an object path like forward_mode", what, c.Path)
+	}
+	return c
 }
 
 // pythonAccept checks what an accept stage reads: the request list and the

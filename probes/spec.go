@@ -20,7 +20,10 @@ var StageNames = []string{Draft, Verify, Accept, DraftExtend}
 type Spec struct {
 	Engine      string
 	Description string
-	Match       Match
+	// Worker names the engine's variant the spec is for (SGLang's
+	// speculative worker class), shown when the spec is detected.
+	Worker string
+	Match  Match
 	Stages      map[string]*Stage
 	File        string // where the spec came from, for messages
 }
@@ -31,6 +34,10 @@ type Match struct {
 	Cmdline []string
 	Library []string
 	Module  []string // Python modules in the target's sys.modules
+	// Priority orders detection: when several specs match a process, the
+	// highest wins. An engine's variant (a worker whose module is imported
+	// only when it runs) sets 1 to win over the engine's default spec.
+	Priority int
 }
 
 // Scope says which requests one call of a stage serves.
@@ -56,6 +63,10 @@ type Stage struct {
 	Module   string
 	Qualname string
 	Requests *PyRequests
+	// When, if set, keeps only the calls whose value at When equals
+	// When.Equals (NGRAM's forward_batch_generation verifies only on a
+	// decode batch); read with the requests, as the call starts.
+	When *PyCond
 	// For a Python accept stage: read when it returns, from the frame of
 	// ReadFrom (a function of the same module still running then), the
 	// accepted count of each request, index-aligned with Requests.
@@ -65,6 +76,13 @@ type Stage struct {
 	// list, or a dict keyed by request id): the others get no count, their
 	// verify checked no draft (vLLM's prefill).
 	Drafted *PyList
+}
+
+// PyCond compares the value at Path from the argument Arg with Equals (a str
+// or an int, as written).
+type PyCond struct {
+	Arg, Path, Equals string
+	Line              int
 }
 
 // PyList is a list read from an argument of a Python frame.

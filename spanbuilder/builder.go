@@ -91,6 +91,9 @@ type thread struct {
 	open    []openCall
 	step    []Call
 	lastOrd int
+	// When the open top-level call began: the stage order before it (-1 at
+	// a step's start) and how many calls the step had.
+	prevOrd, topStart int
 }
 
 // New returns a Builder for the given sites; clock converts boot time to wall time.
@@ -103,7 +106,7 @@ func (b *Builder) Add(e *Event) {
 	b.Stats.Events++
 	t := b.threads[e.TID]
 	if t == nil {
-		t = &thread{pid: e.PID, lastOrd: -1}
+		t = &thread{pid: e.PID, lastOrd: -1, prevOrd: -1}
 		b.threads[e.TID] = t
 	}
 	if e.Cancel {
@@ -119,12 +122,18 @@ func (b *Builder) Add(e *Event) {
 	if !e.Exit {
 		// Steps are told apart by the order in which top-level calls begin; a
 		// stage called from inside another belongs to the outer call's step.
-		if len(t.open) == 0 {
-			ord := stageOrder[b.sites[e.Site].Stage]
+		ord := stageOrder[b.sites[e.Site].Stage]
+		switch {
+		case len(t.open) == 0:
 			if ord < t.lastOrd {
 				b.flushStep(e.TID, t)
 			}
-			t.lastOrd = ord
+			t.prevOrd, t.lastOrd, t.topStart = t.lastOrd, ord, len(t.step)
+		case ord < t.prevOrd:
+			// A call of an earlier stage inside the top-level one (SGLang's
+			// NGRAM drafts inside its verify): the top-level call began the
+			// next step.
+			b.splitStep(e.TID, t)
 		}
 		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: copyValues(e), requests: e.Requests})
 		return
@@ -170,6 +179,17 @@ func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg 
 	}
 	b.Stats.observe(&c)
 	t.step = append(t.step, c)
+}
+
+// splitStep hands on the calls of the step made before the open top-level
+// call began; that call and what it has finished so far start the next step.
+func (b *Builder) splitStep(tid uint32, t *thread) {
+	rest := slices.Clone(t.step[t.topStart:])
+	lastOrd := t.lastOrd
+	t.step = t.step[:t.topStart]
+	b.flushStep(tid, t)
+	t.step = append(t.step, rest...)
+	t.lastOrd, t.prevOrd, t.topStart = lastOrd, -1, 0
 }
 
 // flushStep hands the thread's current step to the sink, once per request it served.

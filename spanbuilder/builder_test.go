@@ -620,3 +620,35 @@ func TestCancelWithdrawsEntry(t *testing.T) {
 		t.Errorf("stats = %+v", b.Stats)
 	}
 }
+
+func TestDraftInsideVerify(t *testing.T) {
+	// SGLang's NGRAM worker drafts inside its verify (forward_batch_generation
+	// calls _prepare_for_speculative_decoding): each top-level verify that
+	// reaches back to the draft stage begins a step, though top-level calls
+	// alone (verify, verify) would not tell the steps apart.
+	b, rec := newBuilder()
+	add(b,
+		enter(100, 1, siteVerify, ""),
+		enter(110, 1, siteDraft, "r"),
+		exit(120, 1, siteDraft, ""),
+		exit(150, 1, siteVerify, ""),
+		enter(200, 1, siteVerify, ""),
+		enter(210, 1, siteDraft, "r"),
+		exit(220, 1, siteDraft, ""),
+		exit(250, 1, siteVerify, ""),
+		// A verify retried in the same step (no nested draft) stays in it.
+		enter(260, 1, siteVerify, ""),
+		exit(270, 1, siteVerify, ""),
+	)
+	b.Flush(1000, "end")
+	if len(rec.steps) != 2 {
+		t.Fatalf("got %d steps, want 2: %+v", len(rec.steps), rec.steps)
+	}
+	checkStep(t, rec.steps[0], "r", 1,
+		call{"verify", 100, 150, "r", nil, ""},
+		call{"draft", 110, 120, "r", nil, ""})
+	checkStep(t, rec.steps[1], "r", 1,
+		call{"verify", 200, 250, "r", nil, ""},
+		call{"draft", 210, 220, "r", nil, ""},
+		call{"verify", 260, 270, "r", nil, ""})
+}

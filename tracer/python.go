@@ -30,6 +30,7 @@ type pyRequests struct {
 	sess    *loader.Session
 	late    *spanbuilder.LateAccept   // nil without an accept stage
 	pending map[callKey][]pendingRead // a stack: a recursive stage's calls nest
+	held    map[uint32]heldCounts     // accepted counts until the thread's next event
 	seen    map[string]bool           // requests named by some step already
 	doubt   map[uint32]bool           // the next step's new requests may predate tracing
 	Stats   PyStats
@@ -38,6 +39,8 @@ type pyRequests struct {
 // PyStats counts what the Python side could and could not read.
 type PyStats struct {
 	Reads, Late, Failed uint64
+	// Calls left out by a stage's when (or whose when could not be read).
+	Skipped uint64
 	// Frame lookups tried again: the call's frame not yet on its thread's
 	// stack, or the stack changing under the walk.
 	Retries uint64
@@ -63,10 +66,11 @@ type pendingRead struct {
 	counts []int64 // accept stages
 	end    uint64  // boot ns when the reads ended
 	err    error
+	skip   bool // left out by the stage's when
 }
 
 func newPyRequests(proc *pyproc.Process, sess *loader.Session, late *spanbuilder.LateAccept) *pyRequests {
-	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey][]pendingRead{},
+	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey][]pendingRead{}, held: map[uint32]heldCounts{},
 		seen: map[string]bool{}, doubt: map[uint32]bool{}}
 }
 
@@ -78,6 +82,7 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	if !ok {
 		return true
 	}
+	p.release(e.TID, e.BootNs)
 	name := t.Stage.Name
 	span := name != probes.Accept
 	if t.Stage.Requests == nil {
@@ -116,14 +121,30 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		return false
 	}
 	if !e.Exit {
-		rids, err := p.read(t, int(e.TID), e.BootNs)
+		rids, keep, err := p.read(t, int(e.TID), e.BootNs)
 		end := spanbuilder.BootNow()
 		p.Stats.MaxLag = max(p.Stats.MaxLag, time.Duration(end-e.BootNs))
 		p.Stats.SumLag += time.Duration(end - e.BootNs)
-		p.push(key, pendingRead{rids: rids, end: end, err: err})
-		return span
+		p.push(key, pendingRead{rids: rids, end: end, err: err, skip: !keep})
+		if !keep {
+			p.Stats.Skipped++
+			if err != nil {
+				p.Stats.Failed++
+				p.Stats.LastError = fmt.Sprintf("%s: when: %v", name, err)
+			}
+		}
+		return span && keep
 	}
 	r, ok := p.pop(key)
+	if ok && r.skip {
+		if r.err != nil {
+			// Maybe a call the spec wants (when unreadable): its verify,
+			// if it was one, has no span, and a late count must not land
+			// on the next.
+			p.track(name, e.TID, false, nil)
+		}
+		return false // left out by the stage's when, entry and exit
+	}
 	good := false
 	// A call whose requests could not be read serves none: another call of
 	// the step may have had another batch (vLLM's draft is the next step's).
@@ -209,22 +230,43 @@ func (p *pyRequests) track(stage string, tid uint32, good bool, rids []string) {
 }
 
 // accepted reads, as an accept stage returns, the accepted counts from the
-// frame of its caller, which is still running.
+// frame of its caller, which is still running. They are held until the
+// thread's next watched event: one that came before the reads ended means
+// the thread had gone on, and the caller's frame found may have been its
+// next call (the next step's batch and counts), so the counts are dropped.
 func (p *pyRequests) accepted(t *loader.PyTarget, tid int) {
 	if p.late == nil || t.ReadFrom == nil {
 		return
 	}
 	frame, err := p.proc.FindFrame(tid, t.ReadFrom.Addr)
-	var rids []string
-	var counts []int64
+	h := heldCounts{}
 	if err == nil {
-		rids, counts, err = p.readCounts(frame, t.Stage)
+		h.rids, h.counts, err = p.readCounts(frame, t.Stage)
 	}
-	if err == nil {
-		// Still the same call? Its frame must still run the caller.
-		_, err = p.proc.FindFrame(tid, t.ReadFrom.Addr)
+	h.err, h.end = err, spanbuilder.BootNow()
+	p.held[uint32(tid)] = h
+}
+
+// heldCounts are accepted counts read as an accept stage returned.
+type heldCounts struct {
+	rids   []string
+	counts []int64
+	err    error
+	end    uint64 // boot ns when the reads ended
+}
+
+// release applies the counts held for tid, now that its next watched event
+// (at boot ns at) came, if that was after the reads ended.
+func (p *pyRequests) release(tid uint32, at uint64) {
+	h, ok := p.held[tid]
+	if !ok {
+		return
 	}
-	p.applyCounts(rids, counts, err)
+	delete(p.held, tid)
+	if h.err == nil && at < h.end {
+		h.err = fmt.Errorf("the thread had gone on before the reads of the caller's frame ended")
+	}
+	p.applyCounts(h.rids, h.counts, h.err)
 }
 
 // noDrafts marks a request whose verify checked no draft (not in drafted).
@@ -321,13 +363,40 @@ func (p *pyRequests) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64,
 	return out, nil
 }
 
-func (p *pyRequests) read(t *loader.PyTarget, tid int, hit uint64) ([]string, error) {
+// read reads a call's requests as it starts; keep is false for a call the
+// stage's when leaves out, or whose when could not be read (it might be one
+// to leave out: better no span than one for the wrong kind of call).
+func (p *pyRequests) read(t *loader.PyTarget, tid int, hit uint64) (rids []string, keep bool, err error) {
 	spec := t.Stage.Requests
 	frame, err := p.findEntered(tid, t.Code.Addr, hit)
 	if err != nil {
-		return nil, err
+		return nil, t.Stage.When == nil, err
 	}
-	return p.evalIDs(frame, spec.Arg, spec.IDPath())
+	if c := t.Stage.When; c != nil {
+		if ok, err := p.holds(frame, c); err != nil || !ok {
+			return nil, false, err
+		}
+	}
+	rids, err = p.evalIDs(frame, spec.Arg, spec.IDPath())
+	return rids, true, err
+}
+
+// holds tells whether a call's value at c equals c.Equals (compared as
+// written: an int's digits, a str's text).
+func (p *pyRequests) holds(frame *pyproc.Frame, c *probes.PyCond) (bool, error) {
+	obj, err := p.proc.Local(frame, c.Arg)
+	if err != nil {
+		return false, err
+	}
+	v, err := p.proc.Eval(obj, c.Path)
+	if err != nil {
+		return false, err
+	}
+	switch x := v.(type) {
+	case string, int64, uint64, bool:
+		return fmt.Sprint(x) == c.Equals, nil
+	}
+	return false, fmt.Errorf("%s.%s: a %T, not a str or int to compare with %q", c.Arg, c.Path, v, c.Equals)
 }
 
 // findEntered finds the frame of a call that entered at hit (boot ns). The

@@ -89,6 +89,9 @@ func printSummary(w io.Writer, r *Result) {
 	if p := r.Python; p != nil {
 		fmt.Fprintf(w, "  python: requests read for %d calls, %d failed, %d too late (slowest read %s after the hit)%s\n",
 			p.Reads, p.Failed, p.Late, p.MaxLag.Round(time.Microsecond), lastError(p.LastError))
+		if p.Skipped > 0 {
+			fmt.Fprintf(w, "  python: %d calls left out by a stage's when\n", p.Skipped)
+		}
 		if p.Matched+p.Unmatched > 0 {
 			fmt.Fprintf(w, "  python: accepted counts for %d verifies (%d drafts accepted, %.2f per verify), %d verifies without\n",
 				p.Matched, p.AcceptedDrafts, float64(p.AcceptedDrafts)/float64(max(p.Matched, 1)), p.Unmatched)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -34,12 +35,19 @@ func probesCmd() *cobra.Command {
 						stages = append(stages, n)
 					}
 				}
-				match := append(append(append([]string{}, s.Match.Exe...), s.Match.Cmdline...), s.Match.Library...)
+				match := slices.Concat(s.Match.Exe, s.Match.Cmdline, s.Match.Library)
+				for _, m := range s.Match.Module {
+					match = append(match, "import "+m)
+				}
 				desc := s.Description
 				if i := strings.Index(desc, ". "); i > 0 {
 					desc = desc[:i]
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Engine, strings.Join(stages, ","), strings.Join(match, ","), desc)
+				engine := s.Engine
+				if s.Worker != "" {
+					engine += " (" + s.Worker + ")"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", engine, strings.Join(stages, ","), strings.Join(match, ","), desc)
 			}
 			return w.Flush()
 		},
