@@ -24,8 +24,8 @@ type Spec struct {
 	// speculative worker class), shown when the spec is detected.
 	Worker string
 	Match  Match
-	Stages      map[string]*Stage
-	File        string // where the spec came from, for messages
+	Stages map[string]*Stage
+	File   string // where the spec came from, for messages
 }
 
 // Match says how to recognise a process of this engine; any entry matching is enough.
