@@ -46,6 +46,7 @@ type Options struct {
 type Event struct {
 	Kind   string // "attached", "detached", "failed"
 	PID    int
+	Engine string // the spec
 	At     time.Time
 	Reason string
 	Result *tracer.Result // what a detached session saw
@@ -159,6 +160,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			d.touch()
 			d.recheck(now)
+			d.checkVariants(now)
 			if now.Sub(lastRate) >= time.Second {
 				t := d.Totals()
 				d.budget.Observe(float64(t.Events-lastEvents) / now.Sub(lastRate).Seconds())

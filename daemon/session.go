@@ -14,6 +14,7 @@ import (
 	"github.com/specprobe/specprobe/discover"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -30,6 +31,12 @@ type target struct {
 	progress     tracer.Progress
 	costPerEvent time.Duration
 	exec         bool // the process exec'd: look at it again once detached
+	// Specs that would win over this one (variants.go), the interpreter
+	// read to check them, when next, and the one the target moves to.
+	better    []*probes.Spec
+	py        *pyproc.Process
+	nextCheck time.Time
+	upgrade   *probes.Spec
 }
 
 type sessionEnd struct {
@@ -67,7 +74,7 @@ func (t *target) info() TargetInfo {
 func (d *Daemon) start(c *candidate, spec *probes.Spec) {
 	ctx, cancel := context.WithCancel(d.ctx)
 	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: discover.BootNow(), tries: c.tries + 1,
-		cancel: cancel, costPerEvent: uprobeEventCost}
+		cancel: cancel, costPerEvent: uprobeEventCost, better: d.betterSpecs(spec)}
 	if isPython(spec) {
 		t.costPerEvent = watchEventCost
 	}
@@ -95,7 +102,7 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec) {
 				d.totals.Attaches++
 				d.mu.Unlock()
 				d.log.printf("attached to PID %d (%s, %s) %s after it was found", t.id.PID, t.exe, t.engine, time.Since(t.seen).Round(time.Millisecond))
-				d.notify(Event{Kind: "attached", PID: t.id.PID})
+				d.notify(Event{Kind: "attached", PID: t.id.PID, Engine: t.engine})
 			case <-ctx.Done():
 			}
 		}()
@@ -118,6 +125,9 @@ func (d *Daemon) queueSize() int {
 // just started is tried again (a library may not be mapped yet).
 func (d *Daemon) finish(e sessionEnd) {
 	t := e.t
+	if t.py != nil {
+		t.py.Close()
+	}
 	d.mu.Lock()
 	delete(d.targets, t.id.PID)
 	addProgress(&d.totals, t.progress, t.costPerEvent)
@@ -136,8 +146,12 @@ func (d *Daemon) finish(e sessionEnd) {
 		if e.err != nil {
 			reason += ": " + e.err.Error()
 		}
+		if t.upgrade != nil {
+			reason = "moving to spec " + t.upgrade.Engine
+		}
 		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
-		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Reason: reason, Result: e.res})
+		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Engine: t.engine, Reason: reason, Result: e.res})
+	case t.upgrade != nil:
 	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled):
 		now := time.Now()
 		d.cands[t.id.PID] = &candidate{id: t.id, seen: t.seen, boot: t.boot, next: now.Add(min(2*time.Second, 100*time.Millisecond<<t.tries)), tries: t.tries}
@@ -145,10 +159,10 @@ func (d *Daemon) finish(e sessionEnd) {
 		d.totals.AttachFailures++
 		d.failed[t.id] = true
 		d.log.printf("could not attach to PID %d (%s, %s): %v", t.id.PID, t.exe, t.engine, e.err)
-		defer d.notify(Event{Kind: "failed", PID: t.id.PID, Reason: fmt.Sprint(e.err)})
+		defer d.notify(Event{Kind: "failed", PID: t.id.PID, Engine: t.engine, Reason: fmt.Sprint(e.err)})
 	}
 	d.mu.Unlock()
-	if t.exec && alive {
+	if (t.exec || t.upgrade != nil) && alive {
 		d.consider(t.id.PID, discover.BootNow())
 	}
 }

@@ -374,3 +374,45 @@ func TestDaemonChurn(t *testing.T) {
 	f.stop()
 	assertNoProbesLeft(t)
 }
+
+// TestDaemonWorkerVariant: an SGLang scheduler found while it still loads
+// has imported EAGLE V2's module (every worker imports it) but not yet its
+// own worker's: the daemon attaches with the default sglang spec, then
+// moves to sglang-ngram once the NGRAM worker's module appears, and the
+// spans of the run equal the target's log.
+func TestDaemonWorkerVariant(t *testing.T) {
+	needRoot(t)
+	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	if !fileExists(py) {
+		t.Skipf("interpreter %s not installed", py)
+	}
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleet(t, cfg)
+	log := filepath.Join(t.TempDir(), "truth.jsonl")
+	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	cmd, _ := launch(t, py, script, "--worker", "ngram", "--worker-delay", "2", "--requests", "8", "--work-scale", "8", "--wait-signal", "--log", log)
+	pid := cmd.Process.Pid
+	for _, want := range []struct{ kind, engine string }{
+		{"attached", "sglang"}, {"detached", "sglang"}, {"attached", "sglang-ngram"},
+	} {
+		if e := f.next(t, pid, want.kind, 10*time.Second); e.Engine != want.engine {
+			t.Fatalf("%s with spec %s, want %s", want.kind, e.Engine, want.engine)
+		} else if want.kind == "detached" {
+			t.Logf("detached: %s", e.Reason)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("target exited with %d", code)
+	}
+	det := f.next(t, pid, "detached", 20*time.Second)
+	if det.Result == nil || !det.Result.TargetExited {
+		t.Fatalf("detached for %q, want the target's exit", det.Reason)
+	}
+	comparePython(t, f.spansOf(pid), pyExpected(t, log), det.Result.Python, 0)
+	f.stop()
+	assertNoProbesLeft(t)
+}

@@ -26,6 +26,9 @@ def main(argv=None):
     p.add_argument("--replace-code", type=int, default=0, metavar="K",
                    help="at loop iteration K, replace EAGLEWorkerV2.verify with a function of the same"
                         " name on a new code object (as a reload would); the old one is freed")
+    p.add_argument("--worker-delay", type=float, default=0, metavar="S",
+                   help="wait S seconds after importing the stack before creating the worker (and"
+                        " importing its module), as a server loading its model would")
     p.add_argument("--disable-overlap", action="store_true",
                    help="event_loop_normal: accept counts resolve in the same step")
     _entry.add_common_args(p)
@@ -51,6 +54,8 @@ def main(argv=None):
         noise_calls=args.noise_calls,
     )
     target = TpModelWorker(server_args, args.seed)
+    if args.worker_delay:
+        time.sleep(args.worker_delay)
     worker = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm).create_worker(
         server_args, target)
 
