@@ -106,18 +106,17 @@ func TestSGLangTarget(t *testing.T) {
 // after their call (a traceback, sys._getframe()). Left out, not skipped:
 // --hold-frame on 3.10 and 3.11, where a kept frame takes over the code
 // reference without a write, so its call's end is seen only when the frame
-// dies; and Debian's stripped 3.11, where no symbol tells a frame push from
-// another reference (docs/python-notes.md).
+// dies (docs/python-notes.md).
 func TestSGLangCaveats(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	cases := map[string][]string{
-		"--read-code":  {"3.10.13", "3.11.7", "3.12.1", "3.13.0"},
-		"--hold-frame": {"3.12.1", "3.13.0"},
+		"--read-code":  interpreters,
+		"--hold-frame": {"/root/.pyenv/versions/3.12.1/bin/python3", "/root/.pyenv/versions/3.13.0/bin/python3"},
 	}
-	for flag, versions := range cases {
-		for _, v := range versions {
-			t.Run(strings.TrimPrefix(flag, "--")+"/"+v, func(t *testing.T) {
-				sglangRun(t, spec, script, "/root/.pyenv/versions/"+v+"/bin/python3", flag)
+	for flag, pys := range cases {
+		for _, py := range pys {
+			t.Run(strings.TrimPrefix(flag, "--")+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				sglangRun(t, spec, script, py, flag)
 			})
 		}
 	}

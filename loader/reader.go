@@ -155,12 +155,18 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 	}
 	exit := val < last
 	tid := binary.LittleEndian.Uint32(raw[12:])
+	if s.tentative == nil {
+		s.tentative = map[watchKey]int{}
+	}
 	cancel := false
 	switch c := s.ipClass(ip); {
-	case c == ipPush && !exit && s.inEvalLoop(ip):
+	case c == ipPush && !exit && s.inEvalLoop(ip), c == ipUnknown && !exit:
 		// The eval loop both pushes frames inline (3.11+) and takes
 		// references to the code object for other reasons (f.__code__
 		// held in a variable): a tentative entry until a pop closes it.
+		// So is a +1 from code without a symbol (a stripped interpreter:
+		// func_get_code has none on Debian's 3.11, but the eval loop that
+		// drops the reference again is exported and withdraws it).
 		s.tentative[watchKey{site, tid}]++
 	case exit && (c == ipOther || c == ipPush):
 		// A reference dropped outside a frame pop: it ends a reference
