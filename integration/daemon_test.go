@@ -87,6 +87,23 @@ func (f *fleet) next(t *testing.T, pid int, kind string, within time.Duration) d
 	}
 }
 
+// release lets a parked target run to its end and waits for the daemon to
+// detach because it exited.
+func (f *fleet) release(t *testing.T, cmd *exec.Cmd) daemon.Event {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("target exited with %d", code)
+	}
+	det := f.next(t, cmd.Process.Pid, "detached", 20*time.Second)
+	if det.Result == nil || !det.Result.TargetExited {
+		t.Fatalf("detached for %q, want the target's exit", det.Reason)
+	}
+	return det
+}
+
 // spansOf are the spans of one process (the resource's process.pid).
 func (f *fleet) spansOf(pid int) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan
@@ -230,16 +247,7 @@ func TestDaemonFindsTargets(t *testing.T) {
 			} else {
 				t.Logf("attached %s after the target started", lag.Round(time.Millisecond))
 			}
-			if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-				t.Fatal(err)
-			}
-			if code := exitCode(t, cmd); code != 0 {
-				t.Fatalf("target exited with %d", code)
-			}
-			det := f.next(t, pid, "detached", 20*time.Second)
-			if det.Result == nil || !det.Result.TargetExited {
-				t.Errorf("detached for %q, want the target's exit", det.Reason)
-			}
+			det := f.release(t, cmd)
 			spans := f.spansOf(pid)
 			if tg.py {
 				comparePython(t, spans, pyExpected(t, log), det.Result.Python, 0)
@@ -402,16 +410,7 @@ func TestDaemonWorkerVariant(t *testing.T) {
 			t.Logf("detached: %s", e.Reason)
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	if code := exitCode(t, cmd); code != 0 {
-		t.Fatalf("target exited with %d", code)
-	}
-	det := f.next(t, pid, "detached", 20*time.Second)
-	if det.Result == nil || !det.Result.TargetExited {
-		t.Fatalf("detached for %q, want the target's exit", det.Reason)
-	}
+	det := f.release(t, cmd)
 	comparePython(t, f.spansOf(pid), pyExpected(t, log), det.Result.Python, 0)
 	f.stop()
 	assertNoProbesLeft(t)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
-	"github.com/specprobe/specprobe/pyproc"
 )
 
 // TestDebugRegisters checks that a watch that cannot get a debug register
@@ -47,19 +46,7 @@ func TestDebugRegisters(t *testing.T) {
 		spare[i], _ = strconv.ParseUint(strings.TrimPrefix(f, "0x"), 16, 64)
 	}
 	pid := cmd.Process.Pid
-	proc, err := pyproc.Attach(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := proc.FindCode("__main__", "stage")
-	proc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := loader.Attach(pid, nil, loader.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, sess := stageSession(t, pid)
 	defer sess.Close() // also closed below, before checking nothing is left
 	const noFree = "no free debug register"
 

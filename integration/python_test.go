@@ -53,19 +53,7 @@ func TestWatchpointCountsCalls(t *testing.T) {
 			}
 			pid := cmd.Process.Pid
 			symz, _ := loader.NewSymbolizer(pid)
-			proc, err := pyproc.Attach(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			code, err := proc.FindCode("__main__", "stage")
-			proc.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sess, err := loader.Attach(pid, nil, loader.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			code, sess := stageSession(t, pid)
 			defer sess.Close()
 			if _, err := sess.ArmWatch(code.Addr, 0, code.Refcnt, 0); err != nil {
 				t.Fatal(err)
@@ -228,4 +216,24 @@ stages:
 			assertNoProbesLeft(t)
 		})
 	}
+}
+
+// stageSession finds the code object of __main__.stage in a Python target and
+// opens a session on it, with nothing armed yet.
+func stageSession(t *testing.T, pid int) (*pyproc.Code, *loader.Session) {
+	t.Helper()
+	proc, err := pyproc.Attach(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := proc.FindCode("__main__", "stage")
+	proc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := loader.Attach(pid, nil, loader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, sess
 }

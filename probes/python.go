@@ -1,7 +1,9 @@
 package probes
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 )
@@ -38,22 +40,8 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 	if r, ok := f["requests"]; ok {
 		rf := p.fields(r, what+".requests", "arg", "path", "id")
 		req := &PyRequests{Line: r.Line}
-		for key, dst := range map[string]*string{"arg": &req.Arg, "path": &req.Path, "id": &req.ID} {
-			v, ok := rf[key]
-			if !ok {
-				if key == "arg" { // without path, the argument itself; without id, the items are the ids
-					p.fail(r, "%s.requests: missing %s", what, key)
-				}
-				continue
-			}
-			*dst = p.str(v, what+".requests."+key)
-		}
-		if req.Arg != "" && !pyName.MatchString(req.Arg) {
-			p.fail(rf["arg"], "%s.requests.arg: %q is not an argument name", what, req.Arg)
-		}
-		if req.Path != "" && !pyPath.MatchString(req.Path) {
-			p.fail(rf["path"], "%s.requests.path: %q is not an object path like reqs[*] or batch.reqs[*]", what, req.Path)
-		}
+		// Without path, the argument itself; without id, the items are the ids.
+		p.argPath(r, rf, what+".requests", map[string]*string{"arg": &req.Arg, "path": &req.Path, "id": &req.ID}, "reqs[*] or batch.reqs[*]", "arg")
 		if req.ID != "" && !pyPath.MatchString(req.ID) {
 			p.fail(rf["id"], "%s.requests.id: %q is not an attribute path like rid", what, req.ID)
 		}
@@ -72,23 +60,32 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 func (p *parser) pyCond(n *yaml.Node, what string) *PyCond {
 	cf := p.fields(n, what, "arg", "path", "equals")
 	c := &PyCond{Line: n.Line}
-	for key, dst := range map[string]*string{"arg": &c.Arg, "path": &c.Path, "equals": &c.Equals} {
-		v, ok := cf[key]
+	// Without path, the argument itself.
+	p.argPath(n, cf, what, map[string]*string{"arg": &c.Arg, "path": &c.Path, "equals": &c.Equals}, "forward_mode", "arg", "equals")
+	return c
+}
+
+// argPath reads the str fields of an {arg, path, …} mapping into dst, the
+// required ones missing reported, and checks arg is a name and path an
+// object path (like example).
+func (p *parser) argPath(n *yaml.Node, f map[string]*yaml.Node, what string, dst map[string]*string, example string, required ...string) {
+	for _, key := range slices.Sorted(maps.Keys(dst)) {
+		d := dst[key]
+		v, ok := f[key]
 		if !ok {
-			if key != "path" { // without path, the argument itself
+			if slices.Contains(required, key) {
 				p.fail(n, "%s: missing %s", what, key)
 			}
 			continue
 		}
-		*dst = p.str(v, what+"."+key)
+		*d = p.str(v, what+"."+key)
 	}
-	if c.Arg != "" && !pyName.MatchString(c.Arg) {
-		p.fail(cf["arg"], "%s.arg: %q is not an argument name", what, c.Arg)
+	if arg := *dst["arg"]; arg != "" && !pyName.MatchString(arg) {
+		p.fail(f["arg"], "%s.arg: %q is not an argument name", what, arg)
 	}
-	if c.Path != "" && !pyPath.MatchString(c.Path) {
-		p.fail(cf["path"], "%s.path: %q is not an object path like forward_mode", what, c.Path)
+	if path := *dst["path"]; path != "" && !pyPath.MatchString(path) {
+		p.fail(f["path"], "%s.path: %q is not an object path like %s", what, path, example)
 	}
-	return c
 }
 
 // pythonAccept checks what an accept stage reads: the request list and the
@@ -129,20 +126,7 @@ func (p *parser) pyList(n *yaml.Node, what string, counts bool) *PyList {
 	}
 	lf := p.fields(n, what, keys...)
 	l := &PyList{Line: n.Line}
-	for key, dst := range map[string]*string{"arg": &l.Arg, "path": &l.Path} {
-		v, ok := lf[key]
-		if !ok {
-			p.fail(n, "%s: missing %s", what, key)
-			continue
-		}
-		*dst = p.str(v, what+"."+key)
-	}
-	if l.Arg != "" && !pyName.MatchString(l.Arg) {
-		p.fail(lf["arg"], "%s.arg: %q is not an argument name", what, l.Arg)
-	}
-	if l.Path != "" && !pyPath.MatchString(l.Path) {
-		p.fail(lf["path"], "%s.path: %q is not an object path like counts[*]", what, l.Path)
-	}
+	p.argPath(n, lf, what, map[string]*string{"arg": &l.Arg, "path": &l.Path}, "counts[*]", "arg", "path")
 	if v, ok := lf["len"]; ok {
 		if err := v.Decode(&l.Len); err != nil {
 			p.fail(v, "%s.len: want true or false", what)
