@@ -90,8 +90,10 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	}
 	key := callKey{e.Site, e.TID}
 	if e.Cancel {
-		p.pop(key) // not a call: its reads mean nothing
-		return span
+		// Not a call: its reads mean nothing. One the builder never saw
+		// (left out by when) must not withdraw another call there.
+		r, ok := p.pop(key)
+		return span && !(ok && r.skip)
 	}
 	if name == probes.Accept {
 		switch {
