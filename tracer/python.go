@@ -572,6 +572,9 @@ func (p *pySession) expire(now time.Time) {
 	}
 }
 
+// lateCounts tells whether accepted counts reach the steps after they end.
+func (p *pySession) lateCounts() bool { return p != nil && p.late != nil }
+
 func (p *pySession) flush() {
 	if p != nil && p.late != nil {
 		p.late.Close()

@@ -19,6 +19,7 @@ type liveSummary struct {
 	lastSteps uint64
 	shown     bool
 	gpu       *gpu.Sampler // GPU columns, nil for none
+	late      bool         // accepted counts arrive after the steps (Python accept stages)
 }
 
 func newLiveSummary(w io.Writer) *liveSummary { return &liveSummary{w: w, last: time.Now()} }
@@ -35,7 +36,7 @@ func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []
 		_, d, _ := p.Stats()
 		dropped += d
 	}
-	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats), s.Stats.Events, s.Drops()+dropped)
+	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats, l.late), s.Stats.Events, s.Drops()+dropped)
 	if cols := l.gpu.LiveColumns(); cols != "" {
 		fmt.Fprintf(l.w, "  %s", cols)
 	}
@@ -48,7 +49,9 @@ func (l *liveSummary) clear() {
 	}
 }
 
-func stageLine(st *spanbuilder.Stats) string {
+// stageLine gives each stage's latency and the acceptance the steps carried;
+// with late counts (late) those are on the Python summary line instead.
+func stageLine(st *spanbuilder.Stats, late bool) string {
 	var parts []string
 	for _, stage := range []string{"draft", "verify", "draft_extend"} {
 		p50, ok := st.Percentile(stage, 50)
@@ -58,7 +61,9 @@ func stageLine(st *spanbuilder.Stats) string {
 		p99, _ := st.Percentile(stage, 99)
 		parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s", stage, ms(p50), ms(p99)))
 	}
-	parts = append(parts, acceptance(st))
+	if !late {
+		parts = append(parts, acceptance(st))
+	}
 	return strings.Join(parts, "  ")
 }
 
@@ -83,7 +88,7 @@ func printSummary(w io.Writer, r *Result) {
 			calls += fmt.Sprintf(" %s %d", stage, n)
 		}
 	}
-	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st))
+	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st, r.Python != nil && r.Python.Matched+r.Python.Unmatched > 0))
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
 	if p := r.Python; p != nil {

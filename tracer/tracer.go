@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -122,10 +123,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	exe := loader.Exe(cfg.PID)
-	mode := "uprobe_multi"
-	if !sess.Multi {
-		mode = "perf-event uprobes"
+	var modes []string
+	if len(targets) > 0 && sess.Multi {
+		modes = append(modes, "uprobe_multi")
+	} else if len(targets) > 0 {
+		modes = append(modes, "perf-event uprobes")
 	}
+	if len(sess.PyTargets) > 0 {
+		modes = append(modes, "hardware watchpoints")
+	}
+	mode := strings.Join(modes, " and ")
 	fmt.Fprintf(cfg.Log, "specprobe: attached to PID %d (%s), engine %s, %d stages (%s):\n", cfg.PID, exe, cfg.Spec.Engine, len(targets)+len(sess.PyTargets), mode)
 	for _, t := range targets {
 		fmt.Fprintf(cfg.Log, "  %-12s %s in %s at +%#x (%s)\n", t.Stage.Name, t.Symbol.Demangled, t.File.Path, t.Offset, t.First)
@@ -142,6 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), py.sink(sink, sess))
 	add := py.filter(builder.Add)
 	live := newLiveSummary(cfg.Live)
+	live.late = py.lateCounts()
 	gpus.attach(sink, live)
 	start := time.Now()
 
