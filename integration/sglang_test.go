@@ -100,6 +100,18 @@ func TestSGLangTarget(t *testing.T) {
 	}
 }
 
+// TestSGLangNormalLoop: with overlap scheduling off (event_loop_normal) the
+// accepted counts reach the host in the same step as their verify; the
+// spans and counts must equal the log as well.
+func TestSGLangNormalLoop(t *testing.T) {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, py := range interpreters {
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			sglangRun(t, spec, script, py, "--disable-overlap")
+		})
+	}
+}
+
 // TestSGLangCaveats runs the target with the caveats of design.md: the
 // verify code object read from the scheduler loop (f.__code__: references
 // the eval loop takes and drops, withdrawn as calls), and frames kept alive
