@@ -19,7 +19,7 @@ type liveSummary struct {
 	lastSteps uint64
 	shown     bool
 	gpu       *gpu.Sampler // GPU columns, nil for none
-	late      bool         // accepted counts arrive after the steps (Python accept stages)
+	accepted  bool         // steps carry accepted counts (not late, not absent from the spec)
 }
 
 func newLiveSummary(w io.Writer) *liveSummary { return &liveSummary{w: w, last: time.Now()} }
@@ -36,7 +36,7 @@ func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []
 		_, d, _ := p.Stats()
 		dropped += d
 	}
-	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats, l.late), s.Stats.Events, s.Drops()+dropped)
+	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats, l.accepted), s.Stats.Events, s.Drops()+dropped)
 	if cols := l.gpu.LiveColumns(); cols != "" {
 		fmt.Fprintf(l.w, "  %s", cols)
 	}
@@ -49,9 +49,9 @@ func (l *liveSummary) clear() {
 	}
 }
 
-// stageLine gives each stage's latency and the acceptance the steps carried;
-// with late counts (late) those are on the Python summary line instead.
-func stageLine(st *spanbuilder.Stats, late bool) string {
+// stageLine gives each stage's latency and, where the steps carry accepted
+// counts, the acceptance (late counts are on the Python summary line).
+func stageLine(st *spanbuilder.Stats, accepted bool) string {
 	var parts []string
 	for _, stage := range []string{"draft", "verify", "draft_extend"} {
 		p50, ok := st.Percentile(stage, 50)
@@ -61,7 +61,7 @@ func stageLine(st *spanbuilder.Stats, late bool) string {
 		p99, _ := st.Percentile(stage, 99)
 		parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s", stage, ms(p50), ms(p99)))
 	}
-	if !late {
+	if accepted {
 		parts = append(parts, acceptance(st))
 	}
 	return strings.Join(parts, "  ")
@@ -79,7 +79,7 @@ func acceptance(st *spanbuilder.Stats) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }
 
-func printSummary(w io.Writer, r *Result) {
+func printSummary(w io.Writer, r *Result, accepted bool) {
 	st := &r.Stats
 	fmt.Fprintf(w, "specprobe: detached (%s) after %s\n", r.Reason, r.Elapsed.Round(time.Millisecond))
 	calls := ""
@@ -88,7 +88,7 @@ func printSummary(w io.Writer, r *Result) {
 			calls += fmt.Sprintf(" %s %d", stage, n)
 		}
 	}
-	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st, r.Python != nil && r.Python.Matched+r.Python.Unmatched > 0))
+	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st, accepted))
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
 	if p := r.Python; p != nil {

@@ -149,7 +149,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), py.sink(sink, sess))
 	add := py.filter(builder.Add)
 	live := newLiveSummary(cfg.Live)
-	live.late = py.lateCounts()
+	accepted := stepCounts(cfg.Spec) && !py.lateCounts()
+	live.accepted = accepted
 	gpus.attach(sink, live)
 	start := time.Now()
 
@@ -208,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress != nil {
 		cfg.Progress(Progress{Events: res.Read.Events, Drops: res.Drops, Export: res.Export})
 	}
-	printSummary(cfg.Log, res)
+	printSummary(cfg.Log, res, accepted)
 	return res, errors.Join(runErr, closeErr, shutErr)
 }
 
@@ -251,4 +252,15 @@ func deadThreads(pid int, tids []uint32) []uint32 {
 		}
 	}
 	return dead
+}
+
+// stepCounts tells whether a spec reads accepted counts with its calls
+// (num_correct_drafts), so that the steps carry them.
+func stepCounts(spec *probes.Spec) bool {
+	for _, st := range spec.Stages {
+		if _, ok := st.Values["num_correct_drafts"]; ok {
+			return true
+		}
+	}
+	return false
 }
