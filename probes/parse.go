@@ -134,7 +134,7 @@ func (p *parser) int(n *yaml.Node, what string) int64 {
 }
 
 func (p *parser) spec(n *yaml.Node) *Spec {
-	f := p.fields(n, "spec", "engine", "description", "worker", "match", "stages")
+	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages")
 	s := &Spec{Stages: map[string]*Stage{}}
 	if e, ok := f["engine"]; ok {
 		s.Engine = p.str(e, "engine")
@@ -146,6 +146,11 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 	}
 	if w, ok := f["worker"]; ok {
 		s.Worker = p.str(w, "worker")
+	}
+	if b, ok := f["same_batch"]; ok {
+		if err := b.Decode(&s.SameBatch); err != nil {
+			p.fail(b, "same_batch: want true or false")
+		}
 	}
 	if m, ok := f["match"]; ok {
 		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority")

@@ -257,7 +257,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty file", "", 0, []string{"empty spec", "expected a mapping"}},
 		{"only a comment", "# nothing\n", 0, []string{"empty spec"}},
-		{"not a mapping", "- a\n- b\n", 1, []string{"spec: expected a mapping with keys engine, description, worker, match, stages"}},
+		{"not a mapping", "- a\n- b\n", 1, []string{"spec: expected a mapping with keys engine, description, worker, same_batch, match, stages"}},
 		// For parser errors yaml.v3 reports the 0-based line where the enclosing
 		// construct began, not the line of the mistake; Parse passes it on.
 		{"invalid YAML: unclosed list", "engine: e\nmatch:\n  exe: [a\n", 2, []string{"invalid YAML: did not find expected ',' or ']'"}},
@@ -267,7 +267,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid YAML: no line", "\x01", 0, []string{"invalid YAML: control characters are not allowed"}},
 
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
-			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, match, stages)`}},
+			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages)`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
 			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,

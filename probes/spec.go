@@ -23,7 +23,12 @@ type Spec struct {
 	// Worker names the engine's variant the spec is for (SGLang's
 	// speculative worker class), shown when the spec is detected.
 	Worker string
-	Match  Match
+	// SameBatch: every stage call of a decode step serves the same requests
+	// (SGLang's draft, verify and draft-extend of one batch), so a Python
+	// call whose requests could not be read serves those another call of
+	// its step read. Not vLLM: its step's draft is for the next batch.
+	SameBatch bool
+	Match     Match
 	Stages map[string]*Stage
 	File   string // where the spec came from, for messages
 }

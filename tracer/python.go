@@ -31,9 +31,17 @@ type pyRequests struct {
 	late    *spanbuilder.LateAccept   // nil without an accept stage
 	pending map[callKey][]pendingRead // a stack: a recursive stage's calls nest
 	held    map[uint32]heldCounts     // accepted counts until the thread's next event
-	seen    map[string]bool           // requests named by some step already
-	doubt   map[uint32]bool           // the next step's new requests may predate tracing
-	Stats   PyStats
+	// With the spec's same_batch: the requests a call of the thread's
+	// current step read (nil map without same_batch), and the order of the
+	// stage last entered, to tell when a step begins.
+	stepRids map[uint32][]string
+	lastOrd  map[uint32]int
+	// Time slept waiting for frames since waitSince (findEntered).
+	waitSince time.Time
+	waited    time.Duration
+	seen      map[string]bool // requests named by some step already
+	doubt     map[uint32]bool // the next step's new requests may predate tracing
+	Stats     PyStats
 }
 
 // PyStats counts what the Python side could and could not read.
@@ -41,6 +49,9 @@ type PyStats struct {
 	Reads, Late, Failed uint64
 	// Calls left out by a stage's when (or whose when could not be read).
 	Skipped uint64
+	// Calls whose own read failed that took the requests another call of
+	// their step read (the spec's same_batch).
+	FromStep uint64
 	// Frame lookups tried again: the call's frame not yet on its thread's
 	// stack, or the stack changing under the walk.
 	Retries uint64
@@ -70,7 +81,7 @@ type pendingRead struct {
 }
 
 func newPyRequests(proc *pyproc.Process, sess *loader.Session, late *spanbuilder.LateAccept) *pyRequests {
-	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey][]pendingRead{}, held: map[uint32]heldCounts{},
+	return &pyRequests{proc: proc, sess: sess, late: late, pending: map[callKey][]pendingRead{}, held: map[uint32]heldCounts{}, lastOrd: map[uint32]int{},
 		seen: map[string]bool{}, doubt: map[uint32]bool{}}
 }
 
@@ -84,6 +95,14 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 	}
 	p.release(e.TID, e.BootNs)
 	name := t.Stage.Name
+	if p.stepRids != nil && !e.Exit && !e.Cancel {
+		// A stage earlier than the last one entered begins the next step.
+		ord := slices.Index(probes.StageNames, name)
+		if ord < p.lastOrd[e.TID] {
+			delete(p.stepRids, e.TID)
+		}
+		p.lastOrd[e.TID] = ord
+	}
 	span := name != probes.Accept
 	if t.Stage.Requests == nil {
 		return span
@@ -164,6 +183,14 @@ func (p *pyRequests) handle(e *spanbuilder.Event) bool {
 		p.Stats.Reads++
 		e.Requests = r.rids
 		good = true
+	}
+	if rids, ok := p.stepRids[e.TID]; ok && !good {
+		// Another call of this step read its batch (same_batch): this
+		// call served the same requests.
+		e.Requests, r.rids, good = rids, rids, true
+		p.Stats.FromStep++
+	} else if good && p.stepRids != nil {
+		p.stepRids[e.TID] = r.rids
 	}
 	if e.Err == "" {
 		// A call that raised is not the step's: the retry that follows is.
@@ -410,14 +437,23 @@ func (p *pyRequests) holds(frame *pyproc.Frame, c *probes.PyCond) (bool, error) 
 // again, but only soon after the hit: later, the call has more likely
 // returned, and waiting would delay every other event. Whether the call
 // still ran when the reads ended is checked at its exit, as for every read.
+//
+// The waits are bounded to a twentieth of the time: an entry that is no call
+// (f.__code__ read in a loop) never finds its frame, and must not make the
+// reader fall behind on the calls.
 func (p *pyRequests) findEntered(tid int, code, hit uint64) (*pyproc.Frame, error) {
-	const retryFor = 2 * time.Millisecond
+	const retryFor, share = 2 * time.Millisecond, 20
 	for wait := 25 * time.Microsecond; ; wait *= 2 {
 		frame, err := p.proc.FindFrame(tid, code)
-		if err == nil || time.Duration(spanbuilder.BootNow()-hit)+wait > retryFor {
+		now := time.Now()
+		if now.Sub(p.waitSince) > time.Second {
+			p.waitSince, p.waited = now, 0
+		}
+		if err == nil || time.Duration(spanbuilder.BootNow()-hit)+wait > retryFor || p.waited+wait > time.Second/share {
 			return frame, err
 		}
 		p.Stats.Retries++
+		p.waited += wait
 		time.Sleep(wait)
 	}
 }
@@ -464,8 +500,9 @@ type pySession struct {
 	log     io.Writer
 	// Threads whose exception slot watch_hit knows; others are looked up
 	// when they first enter a stage.
-	slots    map[uint32]bool
-	replaced int // code objects followed to their replacement
+	slots     map[uint32]bool
+	replaced  int  // code objects followed to their replacement
+	sameBatch bool // the spec's same_batch
 }
 
 func preparePython(cfg Config) (*pySession, error) {
@@ -489,7 +526,7 @@ func preparePython(cfg Config) (*pySession, error) {
 		proc.Close()
 		return nil, err
 	}
-	return &pySession{proc: proc, targets: targets, log: cfg.Log}, nil
+	return &pySession{proc: proc, targets: targets, log: cfg.Log, sameBatch: cfg.Spec.SameBatch}, nil
 }
 
 func (p *pySession) arm(sess *loader.Session) error {
@@ -563,6 +600,9 @@ func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilde
 		}
 	}
 	p.reqs = newPyRequests(p.proc, sess, p.late)
+	if p.sameBatch {
+		p.reqs.stepRids = map[uint32][]string{}
+	}
 	return out
 }
 
