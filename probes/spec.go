@@ -29,8 +29,8 @@ type Spec struct {
 	// its step read. Not vLLM: its step's draft is for the next batch.
 	SameBatch bool
 	Match     Match
-	Stages map[string]*Stage
-	File   string // where the spec came from, for messages
+	Stages    map[string]*Stage
+	File      string // where the spec came from, for messages
 }
 
 // Match says how to recognise a process of this engine; any entry matching is enough.
