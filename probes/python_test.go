@@ -124,3 +124,41 @@ stages:
 		}
 	}
 }
+
+func TestParseVariantFields(t *testing.T) {
+	s, err := Parse("v.yaml", []byte(`engine: sglang-ngram
+worker: NGRAMWorker
+same_batch: true
+match:
+  module: [sglang.srt.speculative.ngram_worker]
+  priority: 1
+stages:
+  verify:
+    module: sglang.srt.speculative.ngram_worker
+    qualname: NGRAMWorker.forward_batch_generation
+    requests: {arg: model_worker_batch, path: "reqs[*]", id: rid}
+    when: {arg: model_worker_batch, path: forward_mode, equals: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Worker != "NGRAMWorker" || !s.SameBatch || s.Match.Priority != 1 {
+		t.Errorf("spec: worker %q same_batch %v priority %d", s.Worker, s.SameBatch, s.Match.Priority)
+	}
+	if w := s.Stages[Verify].When; w == nil || w.Arg != "model_worker_batch" || w.Path != "forward_mode" || w.Equals != "2" || w.Line != 12 {
+		t.Errorf("when: %+v", w)
+	}
+	for _, c := range []struct{ src, want string }{
+		{"same_batch: maybe", "v.yaml:2: same_batch: want true or false"},
+		{"match: {priority: high}", "v.yaml:2: match.priority"},
+	} {
+		_, err := Parse("v.yaml", []byte("engine: x\n"+c.src+"\nstages:\n  verify: {module: a, qualname: f}\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.want)
+		}
+	}
+	_, err = Parse("v.yaml", []byte("engine: x\nstages:\n  verify:\n    module: a\n    qualname: f\n    when: {arg: b, equals: 1}\n"))
+	if err == nil || !strings.Contains(err.Error(), "give requests too") {
+		t.Errorf("when without requests: %v", err)
+	}
+}
