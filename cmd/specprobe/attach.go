@@ -28,6 +28,7 @@ func attachCmd() *cobra.Command {
 		noMulti   bool
 		quiet     bool
 		idle      time.Duration
+		wait      time.Duration
 		gpuFl     *gpuFlags
 	)
 	cmd := &cobra.Command{
@@ -43,6 +44,13 @@ and spec_draft / spec_verify / spec_draft_extend spans under it.
 
 The spec comes from --probes FILE, from the catalog with --engine NAME, or is
 picked from the catalog by matching the process (specprobe probes list).
+
+Python stages (SGLang, vLLM, any CPython 3.10-3.13 program: module + qualname
+in the spec) are found in the process's memory and watched with a hardware
+watchpoint on each function's code object, on every thread: no change to the
+target, no cost to its other calls. x86 has 4 debug registers per thread, so
+at most 4 Python stages. A stage whose module is not imported yet (engines
+import their workers after loading the model) is waited for (--import-wait).
 
 Exporters (--exporter, repeatable):
   otlp        OTLP to a collector; protocol, endpoint and headers from the
@@ -87,7 +95,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			defer stop()
 			cfg := tracer.Config{
 				PID: pid, Spec: spec, SkipEndbr: !noSkip, NoMulti: noMulti, Duration: duration,
-				Exporters: exps, Log: os.Stderr, RequestIdle: idle,
+				Exporters: exps, Log: os.Stderr, RequestIdle: idle, ImportWait: wait,
 			}
 			if err := gpuFl.apply(cmd.Context(), &cfg, exporters); err != nil {
 				return err
@@ -111,6 +119,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.BoolVar(&noMulti, "no-uprobe-multi", false, "attach one perf-event uprobe per site even where uprobe_multi exists")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no live summary line")
 	f.DurationVar(&idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
+	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python stages: how long to wait for a stage's module to be imported")
 	return cmd
 }
 
