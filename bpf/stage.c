@@ -253,6 +253,72 @@ struct {
 	__type(value, u64);
 } exc_slots SEC(".maps");
 
+// Python: how to walk a thread's frames (pyproc's layout), and each
+// thread's state. At a -1 the program counts the frames of the watched code
+// still on the thread's stack: a reference dropped while the call still runs
+// (logging's findCaller reads f.f_code up the stack, and clearing its frame
+// drops it) is no pop of that call.
+#define MAX_FRAMES 96
+
+struct pyframe_layout {
+	u64 tstate_frame;   // tstate -> current frame, or -> cframe
+	s64 cframe_current; // -1, or current frame's offset in the cframe
+	u64 frame_code;
+	u64 frame_previous;
+	u64 code_tag_bits;
+	u64 enabled;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct pyframe_layout);
+} pyframes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, u64);
+} tstates SEC(".maps");
+
+// frames_running counts the frames of code on tid's stack, times 2, plus 1
+// if the current (innermost) frame is one of them; -1 if unknown.
+static __always_inline int frames_running(u32 tid, u64 code)
+{
+	u32 zero = 0;
+	struct pyframe_layout *c = bpf_map_lookup_elem(&pyframes, &zero);
+	u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
+	if (!c || !c->enabled || !ts)
+		return -1;
+	u64 f = 0;
+	if (bpf_probe_read_user(&f, sizeof(f), (void *)(*ts + c->tstate_frame)))
+		return -1;
+	if (c->cframe_current >= 0 && f &&
+	    bpf_probe_read_user(&f, sizeof(f), (void *)(f + c->cframe_current)))
+		return -1;
+	int top = 0, n = 0;
+	if (f) {
+		u64 fc = 0;
+		if (bpf_probe_read_user(&fc, sizeof(fc), (void *)(f + c->frame_code)))
+			return -1;
+		top = (fc & ~c->code_tag_bits) == code;
+	}
+	for (int i = 0; i < MAX_FRAMES && f; i++) {
+		u64 fc = 0, prev = 0;
+		if (bpf_probe_read_user(&fc, sizeof(fc), (void *)(f + c->frame_code)) ||
+		    bpf_probe_read_user(&prev, sizeof(prev), (void *)(f + c->frame_previous)))
+			return -1;
+		if ((fc & ~c->code_tag_bits) == code)
+			n++;
+		f = prev;
+	}
+	if (f)
+		return -1; // deeper than we walk
+	return 2 * n + top;
+}
+
 SEC("perf_event")
 int watch_hit(struct watch_ctx *ctx)
 {
@@ -283,6 +349,12 @@ int watch_hit(struct watch_ctx *ctx)
 	// a wakeup or a read that comes late, never a wrong span.
 	s64 now = e->values[0], last = w->last;
 	w->last = now;
+	// The code object starts with its reference count: addr is the object.
+	// Bit 1 of values[3]: frames counted; byte 1: how many (times 2, +1 if
+	// the current frame is one).
+	int n = frames_running(tid, addr);
+	if (n >= 0)
+		e->values[3] |= 2 | ((u64)(n & 0xff) << 8);
 	u64 flags = wakeup_flags();
 	if (now == 0 || (w->wake & WAKE_ENTRY && now > last) || (w->wake & WAKE_EXIT && now < last))
 		flags = BPF_RB_FORCE_WAKEUP;

@@ -26,6 +26,16 @@ type StageEvent struct {
 	Str      [32]int8
 }
 
+type StagePyframeLayout struct {
+	_             structs.HostLayout
+	TstateFrame   uint64
+	CframeCurrent int64
+	FrameCode     uint64
+	FramePrevious uint64
+	CodeTagBits   uint64
+	Enabled       uint64
+}
+
 type StageSiteConfig struct {
 	_       structs.HostLayout
 	Values  [4]StageValueSpec
@@ -57,7 +67,9 @@ const (
 	StageMapDrops            = "drops"
 	StageMapEvents           = "events"
 	StageMapExcSlots         = "exc_slots"
+	StageMapPyframes         = "pyframes"
 	StageMapSites            = "sites"
+	StageMapTstates          = "tstates"
 	StageMapWatches          = "watches"
 	StageProgBare            = "bare"
 	StageProgBareMulti       = "bare_multi"
@@ -131,7 +143,9 @@ type StageMapSpecs struct {
 	Drops    *ebpf.MapSpec `ebpf:"drops"`
 	Events   *ebpf.MapSpec `ebpf:"events"`
 	ExcSlots *ebpf.MapSpec `ebpf:"exc_slots"`
+	Pyframes *ebpf.MapSpec `ebpf:"pyframes"`
 	Sites    *ebpf.MapSpec `ebpf:"sites"`
+	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
 	Watches  *ebpf.MapSpec `ebpf:"watches"`
 }
 
@@ -167,7 +181,9 @@ type StageMaps struct {
 	Drops    *ebpf.Map `ebpf:"drops"`
 	Events   *ebpf.Map `ebpf:"events"`
 	ExcSlots *ebpf.Map `ebpf:"exc_slots"`
+	Pyframes *ebpf.Map `ebpf:"pyframes"`
 	Sites    *ebpf.Map `ebpf:"sites"`
+	Tstates  *ebpf.Map `ebpf:"tstates"`
 	Watches  *ebpf.Map `ebpf:"watches"`
 }
 
@@ -176,7 +192,9 @@ func (m *StageMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.ExcSlots,
+		m.Pyframes,
 		m.Sites,
+		m.Tstates,
 		m.Watches,
 	)
 }

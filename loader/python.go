@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/specprobe/specprobe/bpf"
+
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -71,8 +73,19 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 }
 
 // ArmPython watches each Python target's code object on every thread; their
-// sites follow the native ones.
-func (s *Session) ArmPython(targets []PyTarget, v pyproc.Version) error {
+// sites follow the native ones. proc gives the interpreter's version, its
+// frame layout and its threads' states (SetThreadState adds later threads).
+func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
+	v := proc.Version()
+	if err := s.setFrameLayout(proc.Layout(), v); err != nil {
+		return err
+	}
+	threads, _ := proc.Threads()
+	for _, t := range threads {
+		if t.TID > 0 {
+			_ = s.SetThreadState(uint32(t.TID), t.Addr, proc.ExceptionSlot(t))
+		}
+	}
 	// From 3.12 a frame object that outlives its call (a traceback, a kept
 	// sys._getframe()) takes a reference of its own to the code when the
 	// call ends, and drops it in frame_dealloc: there that -1 is no call's end.
@@ -144,8 +157,27 @@ func (s *Session) RearmPython(site int, code *pyproc.Code) error {
 	return nil
 }
 
-// SetExceptionSlot tells watch_hit where thread tid's exception being raised
-// is (pyproc.ExceptionSlot), so a stage call's exit says whether it raised.
-func (s *Session) SetExceptionSlot(tid uint32, addr uint64) error {
-	return s.objs.ExcSlots.Put(tid, addr)
+// SetThreadState tells watch_hit where thread tid's state is, to walk its
+// frames, and where its exception being raised is (pyproc.ExceptionSlot; 0
+// if unknown), so a stage call's exit says whether it raised.
+func (s *Session) SetThreadState(tid uint32, tstate, excSlot uint64) error {
+	if err := s.objs.Tstates.Put(tid, tstate); err != nil {
+		return err
+	}
+	if excSlot == 0 {
+		return nil
+	}
+	return s.objs.ExcSlots.Put(tid, excSlot)
+}
+
+// setFrameLayout gives watch_hit the offsets to walk a thread's frames.
+func (s *Session) setFrameLayout(l pyproc.Layout, v pyproc.Version) error {
+	cfg := bpf.StagePyframeLayout{
+		TstateFrame: l.TstateFrame, CframeCurrent: l.CFrameCurrent,
+		FrameCode: l.FrameCode, FramePrevious: l.FramePrevious, CodeTagBits: l.FrameCodeTagBits,
+		Enabled: 1,
+	}
+	// 3.11 clears a returning frame before it stops being the current one.
+	s.popsCurrentFrame = v.Major == 3 && v.Minor == 11
+	return s.objs.Pyframes.Put(uint32(0), &cfg)
 }

@@ -158,8 +158,36 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 	if s.tentative == nil {
 		s.tentative = map[watchKey]int{}
 	}
+	if s.open == nil {
+		s.open = map[watchKey]int{}
+	}
+	k := watchKey{site, tid}
+	c := s.ipClass(ip)
+	if counted, n := raw[offValues+24]&2 != 0, int(raw[offValues+25]); counted {
+		// Frames of the function on this thread's stack; one returning
+		// on 3.11 (cleared while still current) is not running any more.
+		frames := n / 2
+		if exit && n%2 == 1 && s.popsCurrentFrame && !s.inEvalLoop(ip) {
+			frames--
+		}
+		switch {
+		case exit && frames >= s.open[k]:
+			// No call open here (a reference dropped at shutdown), or the
+			// function still has a frame on this thread for every call
+			// open there: the reference dropped was held elsewhere (a frame
+			// of logging's findCaller holding f.f_code being cleared).
+			s.Stats.WatchIgnored++
+			return false
+		case !exit && c == ipUnknown && frames > 0:
+			// Without a symbol, a reference taken while the function runs
+			// here (f.f_code, sys._getframe()) cannot be told from a
+			// recursive call: taken as a reference.
+			s.Stats.WatchIgnored++
+			return false
+		}
+	}
 	cancel := false
-	switch c := s.ipClass(ip); {
+	switch {
 	case c == ipPush && !exit && s.inEvalLoop(ip), c == ipUnknown && !exit:
 		// The eval loop both pushes frames inline (3.11+) and takes
 		// references to the code object for other reasons (f.__code__
@@ -185,9 +213,14 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		s.Stats.WatchIgnored++
 		return false
 	case exit:
-		if k := (watchKey{site, tid}); s.tentative[k] > 0 {
+		if s.tentative[k] > 0 {
 			s.tentative[k]-- // the entry it closes was a push
 		}
+	}
+	if !exit {
+		s.open[k]++
+	} else if s.open[k] > 0 {
+		s.open[k]--
 	}
 	*ev = spanbuilder.Event{
 		BootNs: binary.LittleEndian.Uint64(raw[0:]),

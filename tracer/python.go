@@ -56,11 +56,11 @@ func (p *pySession) arm(sess *loader.Session) error {
 	if p == nil {
 		return nil
 	}
-	if err := sess.ArmPython(p.targets, p.proc.Version()); err != nil {
+	if err := sess.ArmPython(p.targets, p.proc); err != nil {
 		return err
 	}
 	p.sess, p.slots = sess, map[uint32]bool{}
-	p.watchExceptions()
+	p.watchThreads()
 	sess.OnCodeFreed = p.codeFreed
 	return nil
 }
@@ -94,18 +94,17 @@ func (p *pySession) codeFreed(site int) {
 	}
 }
 
-// watchExceptions gives watch_hit each thread's exception slot, so an exit
-// tells a stage that raised from one that returned.
-func (p *pySession) watchExceptions() {
+// watchThreads gives watch_hit each new thread's state: an exit then tells a
+// stage that raised from one that returned, and a pop from a reference to
+// the code dropped while the call still runs.
+func (p *pySession) watchThreads() {
 	threads, _ := p.proc.Threads()
 	for _, t := range threads {
 		if t.TID <= 0 || p.slots[uint32(t.TID)] {
 			continue
 		}
 		p.slots[uint32(t.TID)] = true
-		if slot := p.proc.ExceptionSlot(t); slot != 0 {
-			_ = p.sess.SetExceptionSlot(uint32(t.TID), slot)
-		}
+		_ = p.sess.SetThreadState(uint32(t.TID), t.Addr, p.proc.ExceptionSlot(t))
 	}
 }
 
@@ -162,7 +161,7 @@ func (p *pySession) filter(add func(*spanbuilder.Event)) func(*spanbuilder.Event
 	}
 	return func(e *spanbuilder.Event) {
 		if !e.Exit && !p.slots[e.TID] {
-			p.watchExceptions() // a thread started after attach
+			p.watchThreads() // a thread started after attach
 			p.slots[e.TID] = true
 		}
 		if e.Exit && e.Err != "" {

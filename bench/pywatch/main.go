@@ -229,7 +229,9 @@ func measure(c config) (result, error) {
 		closer, events, err = attachSpecprobe(pid, c.probe == "specprobe-requests")
 	case "bare-watch":
 		var code *pyproc.Code
-		if code, _, err = findStage(pid); err == nil {
+		var proc *pyproc.Process
+		if code, proc, err = findStage(pid); err == nil {
+			proc.Close()
 			closer, err = loader.ArmBareWatch(pid, code.Addr)
 		}
 	case "usdt":
@@ -269,14 +271,18 @@ type phaseResult struct {
 	calls, stages, rate, stageUs, stageRate float64
 }
 
-func findStage(pid int) (*pyproc.Code, pyproc.Version, error) {
+// findStage finds stage()'s code object; the caller closes proc.
+func findStage(pid int) (*pyproc.Code, *pyproc.Process, error) {
 	proc, err := pyproc.Attach(pid)
 	if err != nil {
-		return nil, pyproc.Version{}, err
+		return nil, nil, err
 	}
-	defer proc.Close()
 	code, err := proc.FindCode("__main__", "stage")
-	return code, proc.Version(), err
+	if err != nil {
+		proc.Close()
+		return nil, nil, err
+	}
+	return code, proc, nil
 }
 
 // attachSpecprobe traces stage() the way `specprobe attach` traces a Python
@@ -286,10 +292,11 @@ func findStage(pid int) (*pyproc.Code, pyproc.Version, error) {
 // runs); the reads themselves run in specprobe, on another CPU, and are
 // left out here.
 func attachSpecprobe(pid int, requests bool) (io.Closer, func() (float64, string), error) {
-	code, version, err := findStage(pid)
+	code, proc, err := findStage(pid)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer proc.Close()
 	sess, err := loader.Attach(pid, nil, loader.Options{})
 	if err != nil {
 		return nil, nil, err
@@ -298,7 +305,7 @@ func attachSpecprobe(pid int, requests bool) (io.Closer, func() (float64, string
 	if requests {
 		st.Requests = &probes.PyRequests{Arg: "batch"}
 	}
-	if err := sess.ArmPython([]loader.PyTarget{{Stage: st, Code: code}}, version); err != nil {
+	if err := sess.ArmPython([]loader.PyTarget{{Stage: st, Code: code}}, proc); err != nil {
 		sess.Close()
 		return nil, nil, err
 	}
