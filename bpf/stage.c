@@ -266,7 +266,8 @@ struct pyframe_layout {
 	u64 frame_code;
 	u64 frame_previous;
 	u64 code_tag_bits;
-	u64 enabled;
+	u32 enabled;
+	u32 walk_entries; // at +1s too: a stripped interpreter, whose sites have no names
 };
 
 struct {
@@ -284,13 +285,16 @@ struct {
 } tstates SEC(".maps");
 
 // frames_running counts the frames of code on tid's stack, times 2, plus 1
-// if the current (innermost) frame is one of them; -1 if unknown.
-static __always_inline int frames_running(u32 tid, u64 code)
+// if the current (innermost) frame is one of them; -1 if unknown or not
+// needed (at a +1 where the interpreter's symbols name the push sites).
+static __always_inline int frames_running(u32 tid, u64 code, int exit)
 {
 	u32 zero = 0;
 	struct pyframe_layout *c = bpf_map_lookup_elem(&pyframes, &zero);
+	if (!c || !c->enabled || !(exit || c->walk_entries))
+		return -1;
 	u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
-	if (!c || !c->enabled || !ts)
+	if (!ts)
 		return -1;
 	u64 f = 0;
 	if (bpf_probe_read_user(&f, sizeof(f), (void *)(*ts + c->tstate_frame)))
@@ -352,7 +356,7 @@ int watch_hit(struct watch_ctx *ctx)
 	// The code object starts with its reference count: addr is the object.
 	// Bit 1 of values[3]: frames counted; byte 1: how many (times 2, +1 if
 	// the current frame is one).
-	int n = frames_running(tid, addr);
+	int n = frames_running(tid, addr, now < last);
 	if (n >= 0)
 		e->values[3] |= 2 | ((u64)(n & 0xff) << 8);
 	u64 flags = wakeup_flags();

@@ -33,7 +33,8 @@ type StagePyframeLayout struct {
 	FrameCode     uint64
 	FramePrevious uint64
 	CodeTagBits   uint64
-	Enabled       uint64
+	Enabled       uint32
+	WalkEntries   uint32
 }
 
 type StageSiteConfig struct {

@@ -77,9 +77,6 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 // frame layout and its threads' states (SetThreadState adds later threads).
 func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 	v := proc.Version()
-	if err := s.setFrameLayout(proc.Layout(), v); err != nil {
-		return err
-	}
 	threads, _ := proc.Threads()
 	for _, t := range threads {
 		if t.TID > 0 {
@@ -96,6 +93,9 @@ func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 		s.symbolizer, _ = NewSymbolizer(s.PID)
 		s.ipClasses = map[uint64]ipClass{}
 		s.tentative = map[watchKey]int{}
+	}
+	if err := s.setFrameLayout(proc.Layout(), v); err != nil {
+		return err
 	}
 	for _, t := range targets {
 		site := uint32(len(s.Targets) + len(s.PyTargets))
@@ -179,5 +179,16 @@ func (s *Session) setFrameLayout(l pyproc.Layout, v pyproc.Version) error {
 	}
 	// 3.11 clears a returning frame before it stops being the current one.
 	s.popsCurrentFrame = v.Major == 3 && v.Minor == 11
+	// Where no symbol names the frame-pop functions (a stripped build), a
+	// +1 cannot be told from a push by its place: count frames there too.
+	stripped := true
+	for _, fn := range framePop {
+		if s.symbolizer != nil && s.symbolizer.Has(fn) {
+			stripped = false
+		}
+	}
+	if stripped {
+		cfg.WalkEntries = 1
+	}
 	return s.objs.Pyframes.Put(uint32(0), &cfg)
 }

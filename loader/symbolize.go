@@ -73,6 +73,18 @@ func loadSyms(open, path string) *fileSyms {
 	return fs
 }
 
+// Has tells whether a mapped file has a function named name.
+func (s *Symbolizer) Has(name string) bool {
+	for _, r := range s.ranges {
+		for _, sym := range r.file.syms {
+			if sym.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Name returns "function+0xoff" (or "file+0xoff" without a symbol) for ip.
 func (s *Symbolizer) Name(ip uint64) string {
 	for _, r := range s.ranges {
