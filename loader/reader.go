@@ -163,28 +163,9 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 	}
 	k := watchKey{site, tid}
 	c := s.ipClass(ip)
-	if counted, n := raw[offValues+24]&2 != 0, int(raw[offValues+25]); counted {
-		// Frames of the function on this thread's stack; one returning
-		// on 3.11 (cleared while still current) is not running any more.
-		frames := n / 2
-		if exit && n%2 == 1 && s.popsCurrentFrame && !s.inEvalLoop(ip) {
-			frames--
-		}
-		switch {
-		case exit && frames >= s.open[k]:
-			// No call open here (a reference dropped at shutdown), or the
-			// function still has a frame on this thread for every call
-			// open there: the reference dropped was held elsewhere (a frame
-			// of logging's findCaller holding f.f_code being cleared).
-			s.Stats.WatchIgnored++
-			return false
-		case !exit && c == ipUnknown && frames > 0:
-			// Without a symbol, a reference taken while the function runs
-			// here (f.f_code, sys._getframe()) cannot be told from a
-			// recursive call: taken as a reference.
-			s.Stats.WatchIgnored++
-			return false
-		}
+	if s.otherReference(raw, k, c, exit, ip) {
+		s.Stats.WatchIgnored++
+		return false
 	}
 	cancel := false
 	switch {
@@ -195,11 +176,10 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		// So is a +1 from code without a symbol (a stripped interpreter:
 		// func_get_code has none on Debian's 3.11, but the eval loop that
 		// drops the reference again is exported and withdraws it).
-		s.tentative[watchKey{site, tid}]++
+		s.tentative[k]++
 	case exit && (c == ipOther || c == ipPush):
 		// A reference dropped outside a frame pop: it ends a reference
 		// the eval loop took, not a call; that entry is withdrawn.
-		k := watchKey{site, tid}
 		if s.tentative[k] == 0 {
 			s.Stats.WatchIgnored++
 			return false
@@ -240,6 +220,35 @@ func (s *Session) decodeWatch(raw []byte, site uint32, ev *spanbuilder.Event) bo
 		ev.NValues = 2
 	}
 	return true
+}
+
+// otherReference tells, from the frames of the function watch_hit counted
+// on the thread's stack, a write that is no push or pop of k's calls.
+func (s *Session) otherReference(raw []byte, k watchKey, c ipClass, exit bool, ip uint64) bool {
+	n := int(raw[offValues+25])
+	if raw[offValues+24]&2 == 0 {
+		return false // not counted
+	}
+	// One returning on 3.11 is cleared while still the current frame: it
+	// runs no more.
+	frames := n / 2
+	if exit && n%2 == 1 && s.popsCurrentFrame && !s.inEvalLoop(ip) {
+		frames--
+	}
+	switch {
+	case exit:
+		// No call open here (a reference dropped at shutdown), or the
+		// function still has a frame on this thread for every call open
+		// there: the reference dropped was held elsewhere (a frame of
+		// logging's findCaller holding f.f_code being cleared).
+		return frames >= s.open[k]
+	case c == ipUnknown:
+		// Without a symbol, a reference taken while the function runs here
+		// (f.f_code, sys._getframe()) cannot be told from a recursive
+		// call: taken as a reference.
+		return frames > 0
+	}
+	return false
 }
 
 type watchKey struct {
