@@ -18,6 +18,7 @@ import (
 	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/spanbuilder"
 	"github.com/specprobe/specprobe/tracer"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // interpreters are the CPython builds design.md measured; the test covers every one present.
@@ -181,20 +182,7 @@ stages:
 				t.Skipf("interpreter %s not installed", py)
 			}
 			log := filepath.Join(t.TempDir(), "truth.jsonl")
-			cmd := exec.Command(py, filepath.Join(repoRoot(t), "integration", "testdata", "recursive.py"), "30", log)
-			stdout, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-				t.Fatalf("target not ready: %q", line)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
-				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			res, spans := traceScript(t, spec, py, "recursive.py", "30", log)
 			want := pyExpected(t, log)
 			comparePython(t, spans, want, res.Python, 0)
 			// Which spans are the outer calls' (the longer window of a request)?
@@ -264,20 +252,7 @@ stages:
 			if _, err := os.Stat(py); err != nil {
 				t.Skipf("interpreter %s not installed", py)
 			}
-			cmd := exec.Command(py, filepath.Join(repoRoot(t), "integration", "testdata", "owncode.py"), fmt.Sprint(calls))
-			stdout, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-				t.Fatalf("target not ready: %q", line)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
-				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			res, spans := traceScript(t, spec, py, "owncode.py", fmt.Sprint(calls))
 			if got := res.Stats.Calls["verify"]; got != calls {
 				t.Errorf("%d verify calls, want %d (withdrawn %d, unmatched exits %d)", got, calls, res.Stats.Withdrawn, res.Stats.UnmatchedExits)
 			}
@@ -293,4 +268,24 @@ stages:
 			t.Logf("%d spec_verify spans, python %+v", n, *res.Python)
 		})
 	}
+}
+
+// traceScript runs a script of testdata that parks until SIGUSR1 and traces
+// it with spec until it exits.
+func traceScript(t *testing.T, spec *probes.Spec, py, script string, args ...string) (*tracer.Result, []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	cmd := exec.Command(py, append([]string{filepath.Join(repoRoot(t), "integration", "testdata", script)}, args...)...)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("target not ready: %q", line)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
 }
