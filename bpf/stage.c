@@ -254,10 +254,10 @@ struct {
 } exc_slots SEC(".maps");
 
 // Python: how to walk a thread's frames (pyproc's layout), and each
-// thread's state. At a -1 the program counts the frames of the watched code
-// still on the thread's stack: a reference dropped while the call still runs
-// (logging's findCaller reads f.f_code up the stack, and clearing its frame
-// drops it) is no pop of that call.
+// thread's state. At a -1 (at every hit on a stripped interpreter) the
+// program counts the frames of the watched code on the thread's stack: a
+// reference dropped while the call still runs (logging's findCaller reads
+// f.f_code up the stack, and clearing its frame drops it) is no pop.
 #define MAX_FRAMES 96
 
 struct pyframe_layout {
@@ -303,19 +303,15 @@ static __always_inline int frames_running(u32 tid, u64 code, int exit)
 	    bpf_probe_read_user(&f, sizeof(f), (void *)(f + c->cframe_current)))
 		return -1;
 	int top = 0, n = 0;
-	if (f) {
-		u64 fc = 0;
-		if (bpf_probe_read_user(&fc, sizeof(fc), (void *)(f + c->frame_code)))
-			return -1;
-		top = (fc & ~c->code_tag_bits) == code;
-	}
 	for (int i = 0; i < MAX_FRAMES && f; i++) {
 		u64 fc = 0, prev = 0;
 		if (bpf_probe_read_user(&fc, sizeof(fc), (void *)(f + c->frame_code)) ||
 		    bpf_probe_read_user(&prev, sizeof(prev), (void *)(f + c->frame_previous)))
 			return -1;
-		if ((fc & ~c->code_tag_bits) == code)
-			n++;
+		int match = (fc & ~c->code_tag_bits) == code;
+		n += match;
+		if (i == 0)
+			top = match;
 		f = prev;
 	}
 	if (f)
@@ -346,11 +342,6 @@ int watch_hit(struct watch_ctx *ctx)
 	u64 *slot = bpf_map_lookup_elem(&exc_slots, &tid);
 	if (slot && !bpf_probe_read_user(&e->values[2], sizeof(u64), (void *)*slot))
 		e->values[3] = 1; // exception state known
-	// Wake the reader at once where it reads the target's memory while the
-	// call (or its caller) still runs, and when the code object is freed
-	// (its stage is looked up again). The direction is a hint only (user
-	// space classifies each write by its instruction); a wrong guess costs
-	// a wakeup or a read that comes late, never a wrong span.
 	s64 now = e->values[0], last = w->last;
 	w->last = now;
 	// The code object starts with its reference count: addr is the object.
@@ -359,6 +350,11 @@ int watch_hit(struct watch_ctx *ctx)
 	int n = frames_running(tid, addr, now < last);
 	if (n >= 0)
 		e->values[3] |= 2 | ((u64)(n & 0xff) << 8);
+	// Wake the reader at once where it reads the target's memory while the
+	// call (or its caller) still runs, and when the code object is freed
+	// (its stage is looked up again). The direction is a hint only (user
+	// space classifies each write by its instruction); a wrong guess costs
+	// a wakeup or a read that comes late, never a wrong span.
 	u64 flags = wakeup_flags();
 	if (now == 0 || (w->wake & WAKE_ENTRY && now > last) || (w->wake & WAKE_EXIT && now < last))
 		flags = BPF_RB_FORCE_WAKEUP;
