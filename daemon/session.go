@@ -151,7 +151,6 @@ func (d *Daemon) finish(e sessionEnd) {
 		}
 		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
 		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Engine: t.engine, Reason: reason, Result: e.res})
-	case t.upgrade != nil:
 	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled):
 		now := time.Now()
 		d.cands[t.id.PID] = &candidate{id: t.id, seen: t.seen, boot: t.boot, next: now.Add(min(2*time.Second, 100*time.Millisecond<<t.tries)), tries: t.tries}

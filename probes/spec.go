@@ -33,6 +33,14 @@ type Spec struct {
 	File      string // where the spec came from, for messages
 }
 
+// Label is the engine's name with its worker, for messages: "sglang-ngram (NGRAMWorker)".
+func (s *Spec) Label() string {
+	if s.Worker == "" {
+		return s.Engine
+	}
+	return s.Engine + " (" + s.Worker + ")"
+}
+
 // Match says how to recognise a process of this engine; any entry matching is enough.
 type Match struct {
 	Exe     []string

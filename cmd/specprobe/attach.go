@@ -152,11 +152,7 @@ func chooseSpec(pid int, file, engine string) (*probes.Spec, error) {
 		proc.HasModule = func(m string) bool { ok, _ := py.HasModule(m); return ok }
 	}
 	if s := probes.Detect(specs, proc); s != nil {
-		worker := ""
-		if s.Worker != "" {
-			worker = " (" + s.Worker + ")"
-		}
-		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s%s\n", s.Engine, worker, python)
+		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s\n", s.Label(), python)
 		return s, nil
 	}
 	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))

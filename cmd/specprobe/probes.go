@@ -43,11 +43,7 @@ func probesCmd() *cobra.Command {
 				if i := strings.Index(desc, ". "); i > 0 {
 					desc = desc[:i]
 				}
-				engine := s.Engine
-				if s.Worker != "" {
-					engine += " (" + s.Worker + ")"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", engine, strings.Join(stages, ","), strings.Join(match, ","), desc)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Label(), strings.Join(stages, ","), strings.Join(match, ","), desc)
 			}
 			return w.Flush()
 		},
