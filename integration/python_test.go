@@ -166,16 +166,7 @@ func describe(m map[int64]int, s *loader.Symbolizer) string {
 // logging), and is taken as the latter (docs/python-notes.md).
 func TestRecursiveStage(t *testing.T) {
 	needRoot(t)
-	spec, err := probes.Parse("recursive.yaml", []byte(`engine: recursive
-stages:
-  verify:
-    module: __main__
-    qualname: stage
-    requests: {arg: batch, path: "reqs[*]", id: rid}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := mainStageSpec(t, `{arg: batch, path: "reqs[*]", id: rid}`)
 	for _, py := range interpreters[:4] {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
 			if _, err := os.Stat(py); err != nil {
@@ -236,16 +227,7 @@ func stageSession(t *testing.T, pid int) (*pyproc.Code, *loader.Session) {
 // withdraw the call that is running.
 func TestStageReadsOwnCode(t *testing.T) {
 	needRoot(t)
-	spec, err := probes.Parse("owncode.yaml", []byte(`engine: owncode
-stages:
-  verify:
-    module: __main__
-    qualname: stage
-    requests: {arg: req, id: rid}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := mainStageSpec(t, `{arg: req, id: rid}`)
 	const calls = 200
 	for _, py := range interpreters {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
@@ -288,4 +270,15 @@ func traceScript(t *testing.T, spec *probes.Spec, py, script string, args ...str
 	defer cancel()
 	return traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
 		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+}
+
+// mainStageSpec is a spec whose verify stage is __main__.stage, serving the
+// requests at requests (a flow mapping, as written in a spec).
+func mainStageSpec(t *testing.T, requests string) *probes.Spec {
+	t.Helper()
+	spec, err := probes.Parse("main-stage.yaml", []byte("engine: main-stage\nstages:\n  verify:\n    module: __main__\n    qualname: stage\n    requests: "+requests+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
 }
