@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // LateAccept holds a request's steps until the accepted count of their verify
@@ -44,7 +46,7 @@ func (l *LateAccept) Follow(rid string) {
 func (l *LateAccept) Step(s Step) {
 	r := l.reqs[s.RequestID]
 	if r == nil {
-		if slices.ContainsFunc(s.Calls, func(c Call) bool { return c.Stage == "verify" }) {
+		if slices.ContainsFunc(s.Calls, func(c Call) bool { return c.Stage == spanschema.Verify }) {
 			l.Unmatched++ // not followed: its count cannot be placed for sure
 		}
 		l.next.Step(s)
@@ -90,7 +92,7 @@ func (l *LateAccept) release(r *lateReq, force bool) {
 				r.counts = r.counts[1:]
 			} else {
 				c := &s.Calls[v]
-				c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: n})
+				c.Values = append(slices.Clone(c.Values), Value{Name: spanschema.ValueCorrect, V: n})
 				l.Drafts += n
 				r.counts = r.counts[1:]
 				l.Matched++
@@ -103,7 +105,7 @@ func (l *LateAccept) release(r *lateReq, force bool) {
 
 func lastVerify(calls []Call) int {
 	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i].Stage == "verify" && calls[i].Err == "" {
+		if calls[i].Stage == spanschema.Verify && calls[i].Err == "" {
 			return i
 		}
 	}
