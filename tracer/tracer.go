@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
+	sink.Thread = threadInfo(cfg.PID, cfg.Spec.Engine)
 	if cfg.RequestIdle > 0 {
 		sink.IdleAfter = cfg.RequestIdle
 	}
