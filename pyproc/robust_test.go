@@ -2,6 +2,7 @@ package pyproc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -239,5 +240,25 @@ func waitReaders(t *testing.T, done <-chan struct{}, what string) {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%s: readers did not return", what)
+	}
+}
+
+// A finalizing interpreter drops sys.modules before it frees the code
+// objects a session watches: FindCode says so with ErrFinalizing, which the
+// tracer takes for the target's exit, not for a bad read.
+func TestFindCodeFinalizing(t *testing.T) {
+	for _, l := range garbageLayouts() {
+		f := &fakeMemory{base: fakeBase, data: make([]byte, 1<<16)}
+		p := &Process{m: mem{f}, layout: l, runtime: fakeBase + 0x800}
+		interp := uint64(fakeBase + 0x4000)
+		f.put64(p.runtime+l.InterpretersHead, interp) // one interpreter, InterpNext 0
+		_, err := p.FindCode("engine.worker", "Worker.verify")
+		if !errors.Is(err, ErrFinalizing) {
+			t.Errorf("%s: FindCode with sys.modules NULL: %v, want ErrFinalizing", l.Version, err)
+		}
+		f.put64(interp+l.InterpModules, 0x10) // not NULL but no object: a bad read, not the exit
+		if _, err := p.FindCode("engine.worker", "Worker.verify"); err == nil || errors.Is(err, ErrFinalizing) {
+			t.Errorf("%s: FindCode with sys.modules 0x10: %v, want a read error", l.Version, err)
+		}
 	}
 }
