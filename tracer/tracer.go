@@ -67,11 +67,8 @@ type Progress struct {
 	Export []ExportStats
 }
 
-// Exporter is a named span exporter.
-type Exporter struct {
-	Name string
-	sdktrace.SpanExporter
-}
+// Exporter is a named span exporter (export.Open makes them from --exporter).
+type Exporter = export.Named
 
 // Result is what a session saw, for the final summary and for tests.
 type Result struct {
