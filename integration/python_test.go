@@ -21,7 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// interpreters are the CPython builds design.md measured; the test covers every one present.
+// interpreters are the CPython builds docs/design.md describes; the test covers every one present.
 var interpreters = []string{
 	"/root/.pyenv/versions/3.10.13/bin/python3",
 	"/root/.pyenv/versions/3.11.7/bin/python3",
