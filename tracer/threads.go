@@ -10,26 +10,51 @@ import (
 	"github.com/specprobe/specprobe/spanschema"
 )
 
-// threadInfo describes the threads of PID pid for their spans the way
-// SGLang's tracing does: SGLang labels its scheduler thread "Scheduler" and
-// gives it the tensor-parallel rank (and the data-parallel one when there
-// is one); other engines' threads are labelled with their own name.
-func threadInfo(pid int, engine string) func(pid, tid uint32) spanschema.Thread {
-	host := machineID(pid)
-	sglang := strings.HasPrefix(engine, "sglang")
-	tp, dp := spanschema.NoRank, spanschema.NoRank
-	if sglang {
-		tp, dp = sglangRanks(loader.Cmdline(pid))
+// threadLabels describes the threads of one process for their spans the
+// way SGLang's tracing does: SGLang labels its scheduler thread "Scheduler"
+// and gives it the tensor-parallel rank (and the data-parallel one when
+// there is one); other engines' threads are labelled with their own name.
+type threadLabels struct {
+	pid    int
+	sglang bool
+	host   string
+	tp, dp int
+	names  map[uint32]string // thread names read so far
+}
+
+func newThreadLabels(pid int, engine string) *threadLabels {
+	t := &threadLabels{pid: pid, sglang: strings.HasPrefix(engine, "sglang"), host: machineID(pid),
+		tp: spanschema.NoRank, dp: spanschema.NoRank, names: map[uint32]string{}}
+	if t.sglang {
+		t.tp, t.dp = sglangRanks(loader.Cmdline(pid))
 	}
-	return func(p, tid uint32) spanschema.Thread {
-		th := spanschema.Thread{HostID: host, TID: int(tid), TP: tp, PP: spanschema.NoRank, DP: dp}
-		if sglang {
-			th.Label = "Scheduler"
-		} else {
-			th.Label = export.ThreadName(int64(p), int64(tid))
+	return t
+}
+
+// see reads the names of threads not seen yet, while they run: a step's
+// spans are made when the step ends, which for a thread's last step may be
+// after the thread has gone.
+func (t *threadLabels) see(tids []uint32) {
+	if t.sglang {
+		return
+	}
+	for _, tid := range tids {
+		if _, ok := t.names[tid]; !ok {
+			t.names[tid] = export.ThreadName(int64(t.pid), int64(tid))
 		}
+	}
+}
+
+// thread is the spanbuilder.OTelSink's Thread.
+func (t *threadLabels) thread(pid, tid uint32) spanschema.Thread {
+	th := spanschema.Thread{HostID: t.host, TID: int(tid), TP: t.tp, PP: spanschema.NoRank, DP: t.dp}
+	if t.sglang {
+		th.Label = "Scheduler"
 		return th
 	}
+	t.see([]uint32{tid})
+	th.Label = t.names[tid]
+	return th
 }
 
 // sglangRanks reads the ranks from an SGLang scheduler's process title,

@@ -3,6 +3,7 @@ package tracer
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/specprobe/specprobe/spanschema"
@@ -59,16 +60,25 @@ func TestMachineID(t *testing.T) {
 	}
 }
 
-func TestThreadInfo(t *testing.T) {
+func TestThreadLabels(t *testing.T) {
 	pid := os.Getpid()
-	th := threadInfo(pid, "sglang-ngram")(uint32(pid), 77)
+	th := newThreadLabels(pid, "sglang-ngram").thread(uint32(pid), 77)
 	if th.Label != "Scheduler" || th.TID != 77 || th.TP != 0 || th.DP != spanschema.NoRank || th.PP != spanschema.NoRank || th.HostID == "" {
 		t.Errorf("SGLang thread: %+v", th)
 	}
-	// Another engine's thread is labelled with its name; this test's own
-	// main thread has one.
-	th = threadInfo(pid, "llamacpp")(uint32(pid), uint32(pid))
-	if th.Label == "" || th.Label == "Scheduler" || th.TP != spanschema.NoRank {
+	// Another engine's thread is labelled with its name, read while it
+	// runs and kept for when its last spans are made after it is gone.
+	l := newThreadLabels(pid, "llamacpp")
+	l.see([]uint32{uint32(pid)})
+	if got := l.names[uint32(pid)]; got == "" || strings.HasPrefix(got, "thread ") {
+		t.Fatalf("see read %q for this process's main thread", got)
+	}
+	l.names[uint32(pid)] = "seen-earlier" // what see read stays
+	th = l.thread(uint32(pid), uint32(pid))
+	if th.Label != "seen-earlier" || th.TP != spanschema.NoRank {
 		t.Errorf("llama.cpp thread: %+v", th)
+	}
+	if th := l.thread(uint32(pid), 1<<30); th.Label != "thread 1073741824" {
+		t.Errorf("a thread never seen alive: %+v", th)
 	}
 }

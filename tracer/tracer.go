@@ -140,7 +140,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
-	sink.Thread = threadInfo(cfg.PID, cfg.Spec.Engine)
+	labels := newThreadLabels(cfg.PID, cfg.Spec.Engine)
+	sink.Thread = labels.thread
 	if cfg.RequestIdle > 0 {
 		sink.IdleAfter = cfg.RequestIdle
 	}
@@ -164,7 +165,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	tick := func() {
 		// A thread that died mid-stage sends no exit. Look for dead threads
 		// first, then drain, so an exit queued just before the death still pairs.
-		dead := deadThreads(cfg.PID, builder.OpenThreads())
+		open := builder.OpenThreads()
+		labels.see(open)
+		dead := deadThreads(cfg.PID, open)
 		sess.Drain(add)
 		for _, tid := range dead {
 			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
