@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Code flags a caller checks before arming: a generator's or coroutine's
@@ -55,6 +57,12 @@ func (e *ModuleNotFoundError) Error() string {
 // ErrFinalizing: the interpreter has dropped sys.modules, which it does
 // only while it shuts down (the target is exiting).
 var ErrFinalizing = errors.New("the interpreter is shutting down (sys.modules is gone)")
+
+// Exiting tells whether err comes of the target's exit: its interpreter
+// shutting down, or the process gone by the time of the read.
+func Exiting(err error) bool {
+	return errors.Is(err, ErrFinalizing) || errors.Is(err, unix.ESRCH)
+}
 
 // AttributeError: a qualname component is not in its module's or class's dict.
 type AttributeError struct {

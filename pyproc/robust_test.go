@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeMemory is a window of bytes at base; reads outside it fail, like
@@ -253,12 +256,29 @@ func TestFindCodeFinalizing(t *testing.T) {
 		interp := uint64(fakeBase + 0x4000)
 		f.put64(p.runtime+l.InterpretersHead, interp) // one interpreter, InterpNext 0
 		_, err := p.FindCode("engine.worker", "Worker.verify")
-		if !errors.Is(err, ErrFinalizing) {
+		if !errors.Is(err, ErrFinalizing) || !Exiting(err) {
 			t.Errorf("%s: FindCode with sys.modules NULL: %v, want ErrFinalizing", l.Version, err)
 		}
 		f.put64(interp+l.InterpModules, 0x10) // not NULL but no object: a bad read, not the exit
-		if _, err := p.FindCode("engine.worker", "Worker.verify"); err == nil || errors.Is(err, ErrFinalizing) {
+		if _, err := p.FindCode("engine.worker", "Worker.verify"); err == nil || Exiting(err) {
 			t.Errorf("%s: FindCode with sys.modules 0x10: %v, want a read error", l.Version, err)
 		}
+	}
+}
+
+// A process that has exited: the reads fail with ESRCH, which is its exit,
+// not a bad read.
+func TestFindCodeExited(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip(err)
+	}
+	p := &Process{m: mem{&procMemory{pid: cmd.Process.Pid}}, layout: garbageLayouts()[0], runtime: fakeBase + 0x800}
+	_, err := p.FindCode("engine.worker", "Worker.verify")
+	if !Exiting(err) {
+		t.Errorf("FindCode in an exited process: %v, want Exiting", err)
+	}
+	if Exiting(fmt.Errorf("read: %w", unix.EFAULT)) {
+		t.Error("EFAULT taken for an exit")
 	}
 }
