@@ -111,7 +111,7 @@ struct {
 } drops SEC(".maps");
 
 // Wake the reader only once this much is waiting: a wakeup per event costs
-// more than the probe itself (design.md); the reader also drains on a timer.
+// more than the probe itself (docs/design.md, "Transport and time"); the reader also drains on a timer.
 volatile const u64 wakeup_bytes = 64 * 1024;
 
 // Wake the reader only when the queued bytes cross wakeup_bytes: it drains

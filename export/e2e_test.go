@@ -34,13 +34,13 @@ func TestOTLPEndToEnd(t *testing.T) {
 			if err := tp.Shutdown(sctx); err != nil {
 				t.Fatal(err)
 			}
-			if exported, dropped, failed := qp.Stats(); exported != 10 || dropped != 0 || failed != 0 {
-				t.Fatalf("stats exported %d dropped %d failed %d, want 10 0 0", exported, dropped, failed)
+			if exported, dropped, failed := qp.Stats(); exported != contractSpans || dropped != 0 || failed != 0 {
+				t.Fatalf("stats exported %d dropped %d failed %d, want %d 0 0", exported, dropped, failed, contractSpans)
 			}
 
 			spans := rcv.Spans()
-			if len(spans) != 10 {
-				t.Fatalf("receiver got %d spans, want 10", len(spans))
+			if len(spans) != contractSpans {
+				t.Fatalf("receiver got %d spans, want %d", len(spans), contractSpans)
 			}
 			if n := len(rcv.Requests()); n < 3 {
 				t.Errorf("got %d requests, want batching of 4 to give at least 3", n)
@@ -56,8 +56,9 @@ func TestOTLPEndToEnd(t *testing.T) {
 					t.Errorf("scope = %v", s.Scope)
 				}
 			}
-			for name, n := range map[string]int{"Req aaaaaaaa": 1, "Req bbbbbbbb": 1, "decode_forward": 2,
-				"spec_draft": 2, "spec_verify": 2, "spec_draft_extend": 2} {
+			thread := "Scheduler [TP 0] (host:feedc0de | pid:101)"
+			for name, n := range map[string]int{" Req aaaaaaaa": 1, " Req bbbbbbbb": 1, thread: 2, "decode_forward": 2,
+				"decode_loop": 2, "spec_draft": 2, "spec_verify": 2, "spec_draft_extend": 2} {
 				if byName[name] != n {
 					t.Errorf("%d %q spans, want %d (all: %v)", byName[name], name, n, byName)
 				}
@@ -72,11 +73,14 @@ func TestOTLPEndToEnd(t *testing.T) {
 				if s.GetName() != "spec_verify" {
 					continue
 				}
-				step := ids[hex.EncodeToString(s.GetParentSpanId())]
-				root := ids[hex.EncodeToString(step.GetParentSpanId())]
-				if step.GetName() != "decode_forward" || root.Attr("module") != "specprobe::request" ||
-					root.Attr("rid") != s.Attr("rid") {
-					t.Errorf("verify %v: parent %q root %v", s.Attr("rid"), step.GetName(), root.GetAttributes())
+				// SGLang's nesting: root > thread span > decode_forward > stage.
+				fwd := ids[hex.EncodeToString(s.GetParentSpanId())]
+				th := ids[hex.EncodeToString(fwd.GetParentSpanId())]
+				root := ids[hex.EncodeToString(th.GetParentSpanId())]
+				if fwd.GetName() != "decode_forward" || th.GetName() != thread || th.Attr("thread_label") != "Scheduler" ||
+					th.Attr("tp_rank") != int64(0) || th.Attr("pid") != int64(101) ||
+					root.Attr("module") != "sglang::request" || root.Attr("rid") != s.Attr("rid") || len(root.GetParentSpanId()) != 0 {
+					t.Errorf("verify %v: parent %q, its parent %q %v, root %v", s.Attr("rid"), fwd.GetName(), th.GetName(), th.GetAttributes(), root.GetAttributes())
 				}
 				want := map[any]int64{ridA: 3, ridB: 1}[s.Attr("rid")]
 				if s.Attr("num_correct_drafts") != want || s.Attr("accepted_tokens") != want ||

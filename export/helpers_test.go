@@ -11,6 +11,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // t0 has a non-zero nanosecond part so unit conversions that round or
@@ -33,36 +35,46 @@ const (
 	ridB = "bbbbbbbb-2222"
 )
 
-// emitContract builds two requests the way the span builder does:
-// separate drafts, one batched verify given to both, and a failing
-// draft_extend shared by both. Stage spans: 2 draft, 2 verify (1 real
-// call), 2 draft_extend (1 real call).
+// emitContract builds two requests in the shape the span builder gives
+// them (package spanschema): root, thread span, decode_forward, one
+// decode_loop, and under decode_forward separate drafts, one batched verify
+// given to both, and a failing draft_extend shared by both. Stage spans:
+// 2 draft, 2 verify (1 real call), 2 draft_extend (1 real call).
 func emitContract(tp trace.TracerProvider) {
 	tr := tp.Tracer("specprobe/test", trace.WithInstrumentationVersion("0.1"))
+	th := spanschema.Thread{Label: "Scheduler", HostID: "feedc0de", TID: 101, TP: 0, PP: spanschema.NoRank, DP: spanschema.NoRank}
 	for i, rid := range []string{ridA, ridB} {
-		ctx, root := tr.Start(context.Background(), "Req "+rid[:8], trace.WithTimestamp(at(0)),
-			trace.WithAttributes(attribute.String("rid", rid), attribute.String("module", "specprobe::request")))
-		sctx, step := tr.Start(ctx, "decode_forward", trace.WithTimestamp(at(100)),
-			trace.WithAttributes(attribute.String("rid", rid)))
-		stage := func(name, st string, tid int64, from, to int64, extra ...attribute.KeyValue) trace.Span {
-			attrs := append([]attribute.KeyValue{attribute.String("rid", rid),
-				attribute.Int64("thread.id", tid), attribute.String("specprobe.stage", st)}, extra...)
-			_, s := tr.Start(sctx, name, trace.WithTimestamp(at(from)), trace.WithAttributes(attrs...))
+		ctx, root := tr.Start(context.Background(), spanschema.RootSpan("", rid), trace.WithTimestamp(at(0)),
+			trace.WithAttributes(spanschema.KeyRID.String(rid), spanschema.KeyModule.String(spanschema.ModuleRequest)))
+		tctx, thread := tr.Start(ctx, th.SpanName(), trace.WithTimestamp(at(0)), trace.WithAttributes(th.Attributes()...))
+		fctx, fwd := tr.Start(tctx, spanschema.DecodeForward, trace.WithTimestamp(at(100)),
+			trace.WithAttributes(spanschema.KeyRID.String(rid)))
+		_, loop := tr.Start(fctx, spanschema.DecodeLoop, trace.WithTimestamp(at(100)),
+			trace.WithAttributes(spanschema.KeyRID.String(rid), spanschema.KeyDecodeCt.Int(0)))
+		stage := func(st string, tid int64, from, to int64, extra ...attribute.KeyValue) trace.Span {
+			attrs := append([]attribute.KeyValue{spanschema.KeyRID.String(rid),
+				spanschema.KeyThreadID.Int64(tid), spanschema.KeyStage.String(st)}, extra...)
+			_, s := tr.Start(fctx, spanschema.StageSpan(st), trace.WithTimestamp(at(from)), trace.WithAttributes(attrs...))
 			return s
 		}
-		d := stage("spec_draft", "draft", 101, 200+int64(i)*1000, 700+int64(i)*1000)
+		d := stage("draft", 101, 200+int64(i)*1000, 700+int64(i)*1000)
 		d.End(trace.WithTimestamp(at(700 + int64(i)*1000)))
 		correct := int64(3 - 2*i) // 3 for A, 1 for B
-		v := stage("spec_verify", "verify", 102, 3000, 5500,
-			attribute.Int64("num_correct_drafts", correct), attribute.Int64("accepted_tokens", correct))
+		v := stage("verify", 102, 3000, 5500, spanschema.ValueAttrs("num_correct_drafts", correct)...)
 		v.End(trace.WithTimestamp(at(5500)))
-		x := stage("spec_draft_extend", "draft_extend", 101, 6000, 6250)
+		x := stage("draft_extend", 101, 6000, 6250)
 		x.SetStatus(codes.Error, "cuda oom")
 		x.End(trace.WithTimestamp(at(6250)))
-		step.End(trace.WithTimestamp(at(7000)))
+		loop.SetStatus(codes.Error, "cuda oom")
+		loop.End(trace.WithTimestamp(at(7000)))
+		fwd.End(trace.WithTimestamp(at(7000)))
+		thread.End(trace.WithTimestamp(at(7000)))
 		root.End(trace.WithTimestamp(at(8000)))
 	}
 }
+
+// contractSpans is how many spans emitContract makes.
+const contractSpans = 2 * (4 + 3)
 
 func recordContract(t *testing.T) []sdktrace.ReadOnlySpan {
 	t.Helper()
@@ -73,8 +85,8 @@ func recordContract(t *testing.T) []sdktrace.ReadOnlySpan {
 		t.Fatal(err)
 	}
 	spans := rec.Ended()
-	if len(spans) != 2*(2+3) {
-		t.Fatalf("recorded %d spans, want 10", len(spans))
+	if len(spans) != contractSpans {
+		t.Fatalf("recorded %d spans, want %d", len(spans), contractSpans)
 	}
 	return spans
 }

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // sliceKey identifies one real call on one thread. A batched verify is
@@ -30,13 +32,14 @@ type stageSlice struct {
 	err     string
 }
 
-// asyncSpan is a request root or decode step, drawn on a per-request
-// async track (keyed by trace id, one trace per request).
+// asyncSpan is a request's root, thread, decode_forward or decode_loop
+// span, drawn on a per-request async track (keyed by trace id, one trace
+// per request) and nested as the spans are.
 type asyncSpan struct {
 	pid        int64
 	trace      trace.TraceID
+	id, parent trace.SpanID
 	name       string
-	root       bool
 	start, end int64
 	rid, err   string
 }
@@ -48,19 +51,19 @@ type perfetto struct {
 	order   []sliceKey
 	slices  map[sliceKey]*stageSlice
 	async   []asyncSpan
-	threads map[[2]int64]bool
+	threads map[[2]int64]string // a thread track's name
 	procs   map[int64]string
+	// threadName names a thread's track when it is first seen.
+	threadName func(pid, tid int64) string
 }
 
 // NewPerfetto keeps the spans in memory and writes one Chrome/Perfetto JSON
 // trace at Shutdown, then closes w: the format is a single JSON object, so
 // there is nothing valid to write earlier. Stage spans become complete
-// events on one track per OS thread; request roots and decode_forward
-// steps become nested async slices on one track per request.
-func NewPerfetto(w io.WriteCloser) sdktrace.SpanExporter {
-	return &perfetto{w: w, slices: map[sliceKey]*stageSlice{},
-		threads: map[[2]int64]bool{}, procs: map[int64]string{}}
-}
+// events on one track per OS thread, named by the thread's name as the
+// kernel has it when the thread is first seen; a request's other spans
+// become nested async slices on one track per request.
+func NewPerfetto(w io.WriteCloser) sdktrace.SpanExporter { return NewPerfettoNamed(w, ThreadName) }
 
 func (p *perfetto) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	p.mu.Lock()
@@ -74,13 +77,9 @@ func (p *perfetto) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			p.addStage(pid, si)
 			continue
 		}
-		root := isRequestSpan(s)
-		if !root && s.Name() != spanDecodeStep {
-			continue
-		}
-		a := asyncSpan{pid: pid, trace: s.SpanContext().TraceID(), name: s.Name(), root: root,
-			start: s.StartTime().UnixNano(), end: s.EndTime().UnixNano(),
-			rid: attrString(s.Attributes(), attrRID)}
+		a := asyncSpan{pid: pid, trace: s.SpanContext().TraceID(), id: s.SpanContext().SpanID(), parent: s.Parent().SpanID(),
+			name: s.Name(), start: s.StartTime().UnixNano(), end: s.EndTime().UnixNano(),
+			rid: attrString(s.Attributes(), spanschema.KeyRID)}
 		if st := s.Status(); st.Code == codes.Error {
 			a.err = cmp.Or(st.Description, "error")
 		}
@@ -95,10 +94,10 @@ func (p *perfetto) process(s sdktrace.ReadOnlySpan) int64 {
 	var pid int64
 	var name string
 	if r := s.Resource(); r != nil {
-		if v, ok := r.Set().Value("process.pid"); ok {
+		if v, ok := r.Set().Value(spanschema.KeyProcessPID); ok {
 			pid = intOf(v)
 		}
-		if v, ok := r.Set().Value("service.name"); ok {
+		if v, ok := r.Set().Value(spanschema.KeyServiceName); ok {
 			name = v.AsString()
 		}
 	}
@@ -115,7 +114,9 @@ func (p *perfetto) addStage(pid int64, si stageInfo) {
 		sl = &stageSlice{correct: map[string]int64{}}
 		p.slices[k] = sl
 		p.order = append(p.order, k)
-		p.threads[[2]int64{pid, si.tid}] = true
+		if t := [2]int64{pid, si.tid}; p.threads[t] == "" {
+			p.threads[t] = p.threadName(pid, si.tid)
+		}
 	}
 	if si.rid != "" && !slices.Contains(sl.rids, si.rid) {
 		sl.rids = append(sl.rids, si.rid)
@@ -185,4 +186,11 @@ func writeTrace(w io.Writer, evs []traceEvent) error {
 	}
 	_, err := io.WriteString(w, "\n],\"displayTimeUnit\":\"ms\"}\n")
 	return err
+}
+
+// NewPerfettoNamed is NewPerfetto with the thread tracks named by
+// threadName (spans recorded elsewhere, tests) instead of /proc.
+func NewPerfettoNamed(w io.WriteCloser, threadName func(pid, tid int64) string) sdktrace.SpanExporter {
+	return &perfetto{w: w, slices: map[sliceKey]*stageSlice{},
+		threads: map[[2]int64]string{}, procs: map[int64]string{}, threadName: threadName}
 }

@@ -27,7 +27,7 @@ func (p *perfetto) events() []traceEvent {
 	})
 	for _, t := range threads {
 		evs = append(evs, traceEvent{Name: "thread_name", Ph: "M", Pid: t[0], Tid: t[1],
-			Args: map[string]any{"name": fmt.Sprintf("thread %d", t[1])}})
+			Args: map[string]any{"name": p.threads[t]}})
 	}
 
 	keys := slices.Clone(p.order)
@@ -52,11 +52,12 @@ func (p *perfetto) events() []traceEvent {
 	return append(evs, p.asyncEvents()...)
 }
 
-// asyncEvents emits b/e pairs per request in nesting order (root begin,
-// steps in start order, root end). Viewers sort events by timestamp with a
-// stable sort, so emitting each request as one block in this order keeps
-// ties (a step starting exactly when the request does) nested correctly,
-// which a global sort by timestamp would not guarantee.
+// asyncEvents emits b/e pairs per request in nesting order: each span's
+// begin, its children's (in start order, the longer first on a tie), its
+// end. Viewers sort events by timestamp with a stable sort, so emitting each
+// request as one block in this order keeps ties (a decode_loop starting
+// exactly when its decode_forward does, or ending when it ends) nested
+// correctly, which a global sort by timestamp would not guarantee.
 func (p *perfetto) asyncEvents() []traceEvent {
 	byTrace := map[trace.TraceID][]asyncSpan{}
 	var traces []trace.TraceID
@@ -72,28 +73,33 @@ func (p *perfetto) asyncEvents() []traceEvent {
 	var evs []traceEvent
 	for _, t := range traces {
 		group := byTrace[t]
-		// Roots sort first so they open before any step and close after.
 		slices.SortStableFunc(group, func(a, b asyncSpan) int {
-			if a.root != b.root {
-				if a.root {
-					return -1
-				}
-				return 1
-			}
-			return byStart(a, b)
+			return cmp.Or(byStart(a, b), cmp.Compare(b.end, a.end))
 		})
-		id := "0x" + t.String()[:16]
-		var roots []asyncSpan
+		have := map[trace.SpanID]bool{}
 		for _, a := range group {
-			if a.root {
-				roots = append(roots, a)
-				evs = append(evs, asyncEvent(a, id, "b"))
-				continue
-			}
-			evs = append(evs, asyncEvent(a, id, "b"), asyncEvent(a, id, "e"))
+			have[a.id] = true
 		}
-		for i := len(roots) - 1; i >= 0; i-- {
-			evs = append(evs, asyncEvent(roots[i], id, "e"))
+		children := map[trace.SpanID][]asyncSpan{}
+		var tops []asyncSpan // spans whose parent is not drawn: the root, or orphans
+		for _, a := range group {
+			if a.parent.IsValid() && have[a.parent] && a.parent != a.id {
+				children[a.parent] = append(children[a.parent], a)
+			} else {
+				tops = append(tops, a)
+			}
+		}
+		id := "0x" + t.String()[:16]
+		var emit func(a asyncSpan)
+		emit = func(a asyncSpan) {
+			evs = append(evs, asyncEvent(a, id, "b"))
+			for _, c := range children[a.id] {
+				emit(c)
+			}
+			evs = append(evs, asyncEvent(a, id, "e"))
+		}
+		for _, a := range tops {
+			emit(a)
 		}
 	}
 	return evs

@@ -3,8 +3,13 @@ package export_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/export"
 )
@@ -114,7 +119,8 @@ func TestPerfetto(t *testing.T) {
 		t.Errorf("draft_extend = %+v args %s", x, x.Args)
 	}
 
-	// Per request: Req begin, decode_forward begin/end, Req end, one id.
+	// Per request, one id: the spans nested as they are, each closed after
+	// its children, even where they end at the same time.
 	ids := map[string][]string{}
 	for _, e := range async {
 		ids[e.ID] = append(ids[e.ID], e.Ph+":"+e.Name)
@@ -122,10 +128,81 @@ func TestPerfetto(t *testing.T) {
 	if len(ids) != 2 {
 		t.Fatalf("async tracks = %v, want 2", ids)
 	}
-	for id, seq := range ids {
-		if len(seq) != 4 || seq[0] != "b:"+seq[3][2:] || seq[1] != "b:decode_forward" ||
-			seq[2] != "e:decode_forward" || seq[3][:6] != "e:Req " {
-			t.Errorf("track %s = %v", id, seq)
+	thread := "Scheduler [TP 0] (host:feedc0de | pid:101)"
+	for _, rid := range []string{ridA, ridB} {
+		root := " Req " + rid[:8]
+		want := []string{"b:" + root, "b:" + thread, "b:decode_forward", "b:decode_loop",
+			"e:decode_loop", "e:decode_forward", "e:" + thread, "e:" + root}
+		found := false
+		for _, seq := range ids {
+			found = found || slices.Equal(seq, want)
 		}
+		if !found {
+			t.Errorf("no track %v in %v", want, ids)
+		}
+	}
+}
+
+// Thread tracks are named by the thread's name, read once when the thread
+// is first seen; a thread whose name cannot be read keeps "thread N".
+func TestPerfettoThreadNames(t *testing.T) {
+	spans := recordContract(t)
+	asked := map[[2]int64]int{}
+	names := map[int64]string{101: "scheduler", 102: ""}
+	w := &bufCloser{}
+	exp := export.NewPerfettoNamed(w, func(pid, tid int64) string {
+		asked[[2]int64{pid, tid}]++
+		if names[tid] == "" {
+			return fmt.Sprintf("thread %d", tid)
+		}
+		return names[tid]
+	})
+	ctx := context.Background()
+	if err := exp.ExportSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 || asked[[2]int64{4242, 101}] != 1 || asked[[2]int64{4242, 102}] != 1 {
+		t.Errorf("names asked %v, want pid 4242 tids 101 and 102 once each", asked)
+	}
+	var doc struct {
+		TraceEvents []chromeEvent `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(w.data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "M" && e.Name == "thread_name" {
+			var a struct{ Name string }
+			if err := json.Unmarshal(e.Args, &a); err != nil {
+				t.Fatal(err)
+			}
+			got[e.Tid] = a.Name
+		}
+	}
+	if got[101] != "scheduler" || got[102] != "thread 102" || len(got) != 2 {
+		t.Errorf("thread tracks %v", got)
+	}
+}
+
+// The default names come from /proc: this test's own thread is one a
+// process can always read.
+func TestThreadName(t *testing.T) {
+	pid, tid := int64(os.Getpid()), int64(unix.Gettid())
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	if got, want := export.ThreadName(pid, tid), strings.TrimSpace(string(comm)); got != want || got == "" {
+		t.Errorf("ThreadName = %q, want %q", got, want)
+	}
+	if got := export.ThreadName(pid, 1<<30); got != fmt.Sprintf("thread %d", 1<<30) {
+		t.Errorf("a thread that does not exist is named %q", got)
+	}
+	if got := export.ThreadName(0, 5); got != "thread 5" {
+		t.Errorf("no pid: %q", got)
 	}
 }

@@ -1,24 +1,11 @@
 package export
 
 import (
-	"strings"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-)
 
-// Attribute keys and names of the span contract (docs/probe-spec.md).
-// They are repeated here rather than imported so that export depends on
-// nothing but the contract itself.
-const (
-	attrRID        = "rid"
-	attrThreadID   = "thread.id"
-	attrStage      = "specprobe.stage"
-	attrCorrect    = "num_correct_drafts"
-	attrModule     = "module"
-	moduleRequest  = "specprobe::request"
-	spanDecodeStep = "decode_forward"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // stageInfo is what the Perfetto and console exporters need from a stage
@@ -40,27 +27,22 @@ func stageOf(s sdktrace.ReadOnlySpan) (stageInfo, bool) {
 	var si stageInfo
 	for _, kv := range s.Attributes() {
 		switch kv.Key {
-		case attrStage:
+		case spanschema.KeyStage:
 			si.stage = kv.Value.AsString()
-		case attrRID:
+		case spanschema.KeyRID:
 			si.rid = kv.Value.Emit()
-		case attrThreadID:
+		case spanschema.KeyThreadID:
 			si.tid = intOf(kv.Value)
-		case attrCorrect:
+		case spanschema.KeyCorrect:
 			si.correct, si.hasCorrect = intOf(kv.Value), true
 		}
 	}
 	if si.stage == "" {
-		switch s.Name() {
-		case "spec_draft":
-			si.stage = "draft"
-		case "spec_verify":
-			si.stage = "verify"
-		case "spec_draft_extend":
-			si.stage = "draft_extend"
-		default:
+		st, ok := spanschema.StageOf(s.Name())
+		if !ok {
 			return si, false
 		}
+		si.stage = st
 	}
 	si.start, si.end = s.StartTime().UnixNano(), s.EndTime().UnixNano()
 	if st := s.Status(); st.Code == codes.Error {
@@ -100,10 +82,4 @@ func attrString(kvs []attribute.KeyValue, key attribute.Key) string {
 		}
 	}
 	return ""
-}
-
-// isRequestSpan recognises the per-request root span.
-func isRequestSpan(s sdktrace.ReadOnlySpan) bool {
-	return attrString(s.Attributes(), attrModule) == moduleRequest ||
-		strings.HasPrefix(s.Name(), "Req ")
 }

@@ -19,3 +19,8 @@ type CheckOptions struct {
 func Check(io.Writer, CheckOptions) error {
 	return errors.New("built without cgo: NVML needs it (build with CGO_ENABLED=1)")
 }
+
+// Describe says why GPU state is off in a build without cgo.
+func Describe() (ok bool, detail string) {
+	return false, "built without cgo: no NVML, spans get no GPU state (build with CGO_ENABLED=1)"
+}

@@ -2,16 +2,10 @@ package gpu
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/metric"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // Metrics exports the latest GPU samples, the speculative-decoding counts,
@@ -210,33 +204,4 @@ func (s *Sampler) latest() []devSample {
 		}
 	}
 	return out
-}
-
-// NewOTLPReader exports metrics over OTLP every OTEL_METRIC_EXPORT_INTERVAL
-// (default 60s). protocol is "grpc" or "http/protobuf"; empty takes
-// OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, then OTEL_EXPORTER_OTLP_PROTOCOL, then
-// grpc, as the span exporter does. Endpoint, headers and TLS come from the
-// standard OTEL_EXPORTER_OTLP_[METRICS_]* variables.
-func NewOTLPReader(ctx context.Context, protocol string, opts ...sdkmetric.PeriodicReaderOption) (sdkmetric.Reader, error) {
-	p := "grpc"
-	for _, c := range []string{protocol, os.Getenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")} {
-		if c = strings.ToLower(strings.TrimSpace(c)); c != "" {
-			p = c
-			break
-		}
-	}
-	var exp sdkmetric.Exporter
-	var err error
-	switch p {
-	case "grpc":
-		exp, err = otlpmetricgrpc.New(ctx)
-	case "http/protobuf":
-		exp, err = otlpmetrichttp.New(ctx)
-	default:
-		return nil, fmt.Errorf("metrics: unsupported OTLP protocol %q (want grpc or http/protobuf)", p)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return sdkmetric.NewPeriodicReader(exp, opts...), nil
 }

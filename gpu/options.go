@@ -13,7 +13,7 @@ type Options struct {
 	History         time.Duration // how far back a stage's window may reach
 }
 
-// Defaults from design.md: cheap fields every 100ms, process lists every 1s,
+// Defaults as docs/design.md gives them: cheap fields every 100ms, process lists every 1s,
 // and GPM at 500ms, well past the >100ms it needs between samples.
 func DefaultOptions() Options {
 	return Options{Interval: 100 * time.Millisecond, ProcessInterval: time.Second, GPMInterval: 500 * time.Millisecond, History: 30 * time.Second}

@@ -5,7 +5,7 @@
 // NVML calls serialise on a driver lock that the inference server needs too,
 // so the sampler reads the cheap fields on one timer, process lists and
 // temperature on a slower one, GPM on its own, and never more often than
-// design.md allows. Nothing is called after a failed Init: with the library
+// docs/design.md allows. Nothing is called after a failed Init: with the library
 // missing that would kill the process.
 package gpu
 

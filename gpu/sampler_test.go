@@ -106,7 +106,7 @@ func TestSampleValues(t *testing.T) {
 }
 
 // TestIntervals: ten seconds at the default intervals make the calls
-// design.md allows and no more.
+// docs/design.md allows and no more.
 func TestIntervals(t *testing.T) {
 	f := newFakeH200()
 	f.set(func(g []*fakeGPU) { g[1].pids = []uint32{pid} })

@@ -1,13 +1,13 @@
 package integration
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // TestDaemonMaxProcesses: with max_processes 1 a second matching process
@@ -72,7 +72,7 @@ func TestDaemonEventBudget(t *testing.T) {
 			t.Fatalf("%s span without %s", s.Name(), daemon.SamplingRateKey)
 		}
 		minRate = min(minRate, rate)
-		if strings.HasPrefix(s.Name(), "Req ") {
+		if spanschema.IsRootSpan(s.Name(), s.Attributes()) {
 			kept[attrs(s)["rid"].AsString()] = true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/spanschema"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -90,10 +91,13 @@ func compareExpected(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[strin
 		a := attrs(s)
 		rid := a["rid"].AsString()
 		switch {
-		case strings.HasPrefix(s.Name(), "Req "):
+		case spanschema.IsRootSpan(s.Name(), s.Attributes()):
 			roots[rid]++
 			if s.Parent().IsValid() {
 				t.Errorf("root span of %s has a parent", rid)
+			}
+			if want := spanschema.RootSpan("", rid); s.Name() != want {
+				t.Errorf("root span of %s is %q, want %q", rid, s.Name(), want)
 			}
 		case strings.HasPrefix(s.Name(), "spec_"):
 			g := gotCall{span: s, stage: strings.TrimPrefix(s.Name(), "spec_"), tid: a["thread.id"].AsInt64()}
@@ -105,11 +109,14 @@ func compareExpected(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[strin
 				n := v.AsInt64()
 				g.drafts = &n
 			}
-			step := byID[s.Parent().SpanID().String()]
-			if step == nil || step.Name() != "decode_forward" {
+			// SGLang's nesting: root > thread span > decode_forward > stage.
+			fwd := byID[s.Parent().SpanID().String()]
+			if fwd == nil || fwd.Name() != spanschema.DecodeForward {
 				t.Errorf("%s span of %s is not under a decode_forward span", s.Name(), rid)
-			} else if root := byID[step.Parent().SpanID().String()]; root == nil || attrs(root)["rid"].AsString() != rid {
-				t.Errorf("decode_forward of %s is not under the request's root span", rid)
+			} else if th := byID[fwd.Parent().SpanID().String()]; th == nil || attrs(th)["pid"].AsInt64() != g.tid {
+				t.Errorf("decode_forward of %s is not under the span of its thread %d", rid, g.tid)
+			} else if root := byID[th.Parent().SpanID().String()]; root == nil || attrs(root)["rid"].AsString() != rid || root.Parent().IsValid() {
+				t.Errorf("the thread span of %s is not under the request's root span", rid)
 			}
 			if s.Status().Code == codes.Error {
 				t.Errorf("%s span of %s has error status %q", s.Name(), rid, s.Status().Description)

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// interpreters are the CPython builds design.md measured; the test covers every one present.
+// interpreters are the CPython builds docs/design.md describes; the test covers every one present.
 var interpreters = []string{
 	"/root/.pyenv/versions/3.10.13/bin/python3",
 	"/root/.pyenv/versions/3.11.7/bin/python3",
@@ -268,8 +270,15 @@ func traceScript(t *testing.T, spec *probes.Spec, py, script string, args ...str
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+	var log bytes.Buffer
+	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, Log: io.MultiWriter(testLog{t}, &log)},
 		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+	// The script exits normally: its interpreter freeing the stage's code on
+	// the way out is no error to report.
+	if res.TargetExited && strings.Contains(log.String(), "its code object was freed and the function is gone") {
+		t.Errorf("a normal exit reported as a lost function:\n%s", log.String())
+	}
+	return res, spans
 }
 
 // mainStageSpec is a spec whose verify stage is __main__.stage, serving the

@@ -112,7 +112,7 @@ func TestSGLangNormalLoop(t *testing.T) {
 	}
 }
 
-// TestSGLangCaveats runs the target with the caveats of design.md: the
+// TestSGLangCaveats runs the target with the caveats docs/design.md lists: the
 // verify code object read from the scheduler loop (f.__code__: references
 // the eval loop takes and drops, withdrawn as calls), and frames kept alive
 // after their call (a traceback, sys._getframe()). Left out, not skipped:

@@ -13,7 +13,7 @@ var endbr64 = []byte{0xf3, 0x0f, 0x1e, 0xfa}
 // ProbeOffset decides where in a function the probe goes. A function that
 // starts with endbr64 (built with -fcf-protection) is probed just after it:
 // the kernel must single-step endbr64, which costs ten times an emulated
-// instruction (design.md), and skipping it changes nothing a probe can see.
+// instruction (docs/design.md), and skipping it changes nothing a probe can see.
 // The instruction after it is decoded to be sure the skip lands on an
 // instruction boundary inside the function.
 func ProbeOffset(path string, sym *Symbol, skipEndbr bool) (off uint64, first string, err error) {

@@ -31,7 +31,7 @@ type Watch struct {
 
 // Wake says at which hits of a watch the reader is woken at once, because
 // it reads the target's memory then; other hits reach it at the next
-// threshold or timer, which costs the target less (design.md: a ring-buffer
+// threshold or timer, which costs the target less (docs/design.md, "Transport and time": a ring-buffer
 // wakeup costs more than the probe).
 type Wake uint32
 

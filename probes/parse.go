@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"regexp"
@@ -39,7 +40,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 	p := parser{file: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, p.yamlError(err)
+		return nil, p.yamlError(data, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, &Error{File: file, Msg: "empty spec: expected a mapping with engine, match and stages"}
@@ -59,12 +60,65 @@ type parser struct {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func (p *parser) yamlError(err error) error {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: p.file, Line: line, Msg: "invalid YAML: " + m[2]}
+// yamlParserProblems are yaml.v3's parser (not scanner) messages: their line
+// is 0-based and that of the construct the mistake broke, not the
+// mistake's own (yaml.v3 decode.go fail(): only scanner errors add one).
+var yamlParserProblems = map[string]bool{
+	"did not find expected <stream-start>": true, "did not find expected <document start>": true,
+	"did not find expected node content": true, "did not find expected key": true,
+	"did not find expected '-' indicator": true, "did not find expected ',' or ']'": true,
+	"did not find expected ',' or '}'": true, "found duplicate %YAML directive": true,
+	"found incompatible YAML document": true, "found undefined tag handle": true,
+	"found duplicate %TAG directive": true,
+}
+
+// yamlError gives a YAML error the line of the mistake: the first line at
+// which the document stops parsing with that problem. yaml.v3's own line is
+// where the enclosing construct began (a mapping several lines up, or one
+// line early), used only where the search finds nothing.
+func (p *parser) yamlError(data []byte, err error) error {
+	line, msg := yamlProblem(err)
+	if yamlParserProblems[msg] && line > 0 {
+		line++
 	}
-	return &Error{File: p.file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	if l := firstFailingLine(data, msg); l > 0 {
+		line = l
+	}
+	return &Error{File: p.file, Line: line, Msg: "invalid YAML: " + msg}
+}
+
+func yamlProblem(err error) (line int, msg string) {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		return line, m[2]
+	}
+	return 0, strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// maxSearchLines bounds firstFailingLine's work (it parses each prefix): a
+// spec is tens of lines.
+const maxSearchLines = 2000
+
+// firstFailingLine is the first line whose prefix of the document fails
+// to parse with problem msg; 0 when none does (or the file is too long to
+// search). An earlier prefix that fails otherwise (it ends inside a
+// multi-line construct that a later line closes) is passed over.
+func firstFailingLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxSearchLines {
+		return 0
+	}
+	prefix := make([]byte, 0, len(data))
+	for i, l := range lines {
+		prefix = append(prefix, l...)
+		var n yaml.Node
+		if err := yaml.Unmarshal(prefix, &n); err != nil {
+			if _, m := yamlProblem(err); m == msg {
+				return i + 1
+			}
+		}
+	}
+	return 0
 }
 
 // fail records the first error only: later ones are usually its echoes.

@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/specprobe/specprobe/probes"
-	"gopkg.in/yaml.v3"
 )
 
 // parse parses src as "t.yaml" and fails the test on an error.
@@ -258,13 +256,13 @@ func TestParseErrors(t *testing.T) {
 		{"empty file", "", 0, []string{"empty spec", "expected a mapping"}},
 		{"only a comment", "# nothing\n", 0, []string{"empty spec"}},
 		{"not a mapping", "- a\n- b\n", 1, []string{"spec: expected a mapping with keys engine, description, worker, same_batch, match, stages"}},
-		// For parser errors yaml.v3 reports the 0-based line where the enclosing
-		// construct began, not the line of the mistake; Parse passes it on.
-		{"invalid YAML: unclosed list", "engine: e\nmatch:\n  exe: [a\n", 2, []string{"invalid YAML: did not find expected ',' or ']'"}},
-		{"invalid YAML: bad indentation", "engine: e\nstages:\n  verify:\n    binary: b\n   symbol: v\n", 2, []string{"invalid YAML: did not find expected key"}},
+		// The line of the mistake, not yaml.v3's (0-based, of the enclosing
+		// construct, for parser errors): TestParseYAMLErrorLine has more.
+		{"invalid YAML: unclosed list", "engine: e\nmatch:\n  exe: [a\n", 3, []string{"invalid YAML: did not find expected ',' or ']'"}},
+		{"invalid YAML: bad indentation", "engine: e\nstages:\n  verify:\n    binary: b\n   symbol: v\n", 5, []string{"invalid YAML: did not find expected key"}},
 		{"invalid YAML: scanner error", "engine: e\nstages:\n  verify: a\n   b: c\n", 4, []string{"invalid YAML: mapping values are not allowed in this context"}},
 		{"invalid YAML: tab", "engine: e\n\tstages: {}\n", 2, []string{"invalid YAML: found a tab character"}},
-		{"invalid YAML: no line", "\x01", 0, []string{"invalid YAML: control characters are not allowed"}},
+		{"invalid YAML: control character", "\x01", 1, []string{"invalid YAML: control characters are not allowed"}},
 
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
 			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages)`}},
@@ -647,22 +645,30 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-func TestParseYAMLErrorLineIsYAMLs(t *testing.T) {
-	for _, src := range []string{
-		"engine: [a\n",
-		"engine: e\nmatch: {exe: [a}\n",
-		"engine: e\nstages:\n  verify: a\n   b: c\n",
-		"engine: e\nstages:\n  verify:\n    binary: 'b\n",
+// A YAML mistake is reported at its own line, whatever yaml.v3 says (its
+// parser errors give the 0-based line of the construct the mistake broke).
+func TestParseYAMLErrorLine(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		line int
+		msg  string
+	}{
+		{"engine: [a\n", 1, "did not find expected ',' or ']'"},
+		{"engine: e\nmatch: {exe: [a}\n", 2, "did not find expected ',' or ']'"},
+		{"engine: e\nstages:\n  verify: a\n   b: c\n", 4, "mapping values are not allowed in this context"},
+		{"engine: e\nstages:\n  verify:\n    binary: 'b\n", 4, "found unexpected end of stream"},
+		{"engine: e\nstages:\n  verify:\n    binary: b\n    symbol: s\n   scope: batch\n", 6, "did not find expected key"},
+		{"engine: e\nmatch:\n  exe:\n    - a\n   - b\n", 5, "did not find expected key"},
+		// A list that spans lines before the mistake: its unclosed first line
+		// fails otherwise and is passed over.
+		{"engine: e\nmatch:\n  exe: [a,\n    b]\n  cmdline: x: y\n", 5, "mapping values are not allowed in this context"},
+		{"engine: e\nstages:\n  verify:\n\t  binary: b\n", 4, "found character that cannot start any token"},
+		{"engine: e\nx: *nope\n", 2, "unknown anchor 'nope' referenced"},
 	} {
-		var n yaml.Node
-		yerr := yaml.Unmarshal([]byte(src), &n)
-		m := regexp.MustCompile(`^yaml: line (\d+): (.*)$`).FindStringSubmatch(fmt.Sprint(yerr))
-		if m == nil {
-			t.Fatalf("yaml gave no line for %q: %v", src, yerr)
-		}
-		_, err := probes.Parse("y.yaml", []byte(src))
-		if want := "y.yaml:" + m[1] + ": invalid YAML: " + m[2]; fmt.Sprint(err) != want {
-			t.Errorf("Parse(%q) = %v, want %s", src, err, want)
+		_, err := probes.Parse("y.yaml", []byte(c.src))
+		var pe *probes.Error
+		if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(pe.Msg, c.msg) {
+			t.Errorf("Parse(%q) = %v, want y.yaml:%d: ... %s", c.src, err, c.line, c.msg)
 		}
 	}
 }

@@ -3,18 +3,22 @@
 // there (docs/probe-spec.md). Nothing here touches the kernel.
 package probes
 
-import "fmt"
+import (
+	"fmt"
 
-// Stage names, in the order a decode step runs them.
+	"github.com/specprobe/specprobe/spanschema"
+)
+
+// Stage names, in the order a decode step runs them (the span contract's).
 const (
-	Draft       = "draft"
-	Verify      = "verify"
-	Accept      = "accept"
-	DraftExtend = "draft_extend"
+	Draft       = spanschema.Draft
+	Verify      = spanschema.Verify
+	Accept      = spanschema.Accept
+	DraftExtend = spanschema.DraftExtend
 )
 
 // StageNames lists every stage a spec may describe.
-var StageNames = []string{Draft, Verify, Accept, DraftExtend}
+var StageNames = spanschema.Stages
 
 // Spec describes one engine.
 type Spec struct {

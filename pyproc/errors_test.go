@@ -108,3 +108,26 @@ func checkImmortal(t *testing.T, p *Process) {
 		t.Errorf("posixpath.join: Immortal %v, want %v (refcnt %#x)", c.Immortal, want, c.Refcnt)
 	}
 }
+
+// FrameNotFoundError reaches the session summary ("last failure: ..."): it
+// must read as a sentence in every case, an empty stack included.
+func TestFrameNotFoundMessage(t *testing.T) {
+	for _, c := range []struct {
+		e    FrameNotFoundError
+		want string
+	}{
+		{FrameNotFoundError{TID: 7, Code: 0x10, Frames: 0},
+			"code object 0x10 is not on thread 7's stack: the thread runs no Python code now"},
+		{FrameNotFoundError{TID: 7, Code: 0x10, Frames: 3, Stack: []string{"wait", "stage", "<module>"}},
+			"code object 0x10 is not on thread 7's stack; the thread runs wait <- stage <- <module>"},
+		{FrameNotFoundError{TID: 7, Code: 0x10, Frames: 2},
+			"code object 0x10 is not on thread 7's stack (2 frames, their names unreadable)"},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+		if strings.Contains(c.e.Error(), "()") || strings.Contains(c.e.Error(), ": )") {
+			t.Errorf("empty parts in %q", c.e.Error())
+		}
+	}
+}

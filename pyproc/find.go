@@ -1,8 +1,11 @@
 package pyproc
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Code flags a caller checks before arming: a generator's or coroutine's
@@ -51,6 +54,16 @@ func (e *ModuleNotFoundError) Error() string {
 	return s
 }
 
+// ErrFinalizing: the interpreter has dropped sys.modules, which it does
+// only while it shuts down (the target is exiting).
+var ErrFinalizing = errors.New("the interpreter is shutting down (sys.modules is gone)")
+
+// Exiting tells whether err comes of the target's exit: its interpreter
+// shutting down, or the process gone by the time of the read.
+func Exiting(err error) bool {
+	return errors.Is(err, ErrFinalizing) || errors.Is(err, unix.ESRCH)
+}
+
 // AttributeError: a qualname component is not in its module's or class's dict.
 type AttributeError struct {
 	Owner, Name string
@@ -95,9 +108,12 @@ func (p *Process) FindCode(module, qualname string) (*Code, error) {
 	if err != nil {
 		return nil, err
 	}
-	modules, err := p.m.ptr(interp + p.layout.InterpModules)
-	if err != nil {
+	modules, err := p.m.optPtr(interp + p.layout.InterpModules)
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("reading sys.modules: %w", err)
+	case modules == 0:
+		return nil, ErrFinalizing
 	}
 	mod, ok, err := p.dictGet(modules, module)
 	if err != nil {

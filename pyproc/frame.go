@@ -30,8 +30,14 @@ type FrameNotFoundError struct {
 }
 
 func (e *FrameNotFoundError) Error() string {
-	return fmt.Sprintf("code object %#x is not on thread %d's stack (%d frames: %s)",
-		e.Code, e.TID, e.Frames, strings.Join(e.Stack, " <- "))
+	msg := fmt.Sprintf("code object %#x is not on thread %d's stack", e.Code, e.TID)
+	switch {
+	case e.Frames == 0:
+		return msg + ": the thread runs no Python code now"
+	case len(e.Stack) == 0:
+		return fmt.Sprintf("%s (%d frames, their names unreadable)", msg, e.Frames)
+	}
+	return fmt.Sprintf("%s; the thread runs %s", msg, strings.Join(e.Stack, " <- "))
 }
 
 // currentFrame is the thread's innermost frame; 0 when it runs no Python.

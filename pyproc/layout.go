@@ -25,6 +25,16 @@ func (v Version) atLeast(major, minor int) bool {
 
 // Layout holds the offsets (bytes) pyproc reads by. The thread and frame
 // fields are exported for the watchpoint side, which walks frames in BPF.
+//
+// Where the numbers come from: every offset is offsetof(struct, field) in
+// the CPython release's own headers (Include/cpython/*.h and
+// Include/internal/pycore_*.h, x86-64, the GIL build), the same for every
+// micro release of a minor version. 3.13 and later publish most of them in
+// _PyRuntime's _Py_DebugOffsets, read from the target (debugLayout); the
+// tables (common, tableLayout) hold the rest. testdata/offsets.c prints
+// them from a version's headers, and TestLayoutMatchesHeaders checks the
+// tables against it for every interpreter with headers on the machine;
+// docs/design.md ("Re-deriving the offsets") says how to add a version.
 type Layout struct {
 	Version Version
 
@@ -113,7 +123,7 @@ type Layout struct {
 	FrameValuestack, FrameLasti, CodeCode, CodeZombieframe uint64
 }
 
-// common fills what is the same from 3.10 to 3.14 (design.md's table).
+// common fills what is the same from 3.10 to 3.14 (docs/design.md's table).
 func common(v Version) Layout {
 	return Layout{
 		Version:    v,
@@ -140,7 +150,9 @@ func common(v Version) Layout {
 	}
 }
 
-// tableLayout covers the versions without _Py_DebugOffsets.
+// tableLayout covers the versions without _Py_DebugOffsets: offsetof in
+// their headers (testdata/offsets.c), except PthreadTID in common (glibc's
+// struct pthread, tid at 0x2d0 on x86-64: 3.10 has no native_thread_id).
 func tableLayout(v Version) (Layout, error) {
 	l := common(v)
 	switch v.Minor {
@@ -268,7 +280,8 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.TstateThreadID = d["tstate.thread_id"]
 	l.TstateNativeThreadID = d["tstate.native_thread_id"]
 	if v.Minor == 13 {
-		// Not in 3.13's debug offsets; measured from its headers. Later
+		// Not in 3.13's debug offsets: offsetof(PyThreadState,
+		// current_exception) in its headers. Later
 		// versions go without exception status until a table says it.
 		l.TstateExc = 0x70
 	}

@@ -146,6 +146,9 @@ func (m mem) ptr(addr uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if p == 0 {
+		return 0, fmt.Errorf("no object where one was expected (NULL at %#x)", addr)
+	}
 	if !validObj(p) {
 		return 0, fmt.Errorf("bad pointer %#x at %#x", p, addr)
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// interpreters are the CPythons the image ships (design.md, "Tests on these
-// machines"); CI runs on the same kind of machine.
+// interpreters are the CPythons the image ships (docs/design.md, "Tests and
+// the machines they run on"); CI runs on the same kind of machine.
 var interpreters = []struct{ name, path string }{
 	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3"},
 	{"3.11", "/root/.pyenv/versions/3.11.7/bin/python3"},

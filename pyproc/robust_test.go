@@ -2,11 +2,15 @@ package pyproc
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeMemory is a window of bytes at base; reads outside it fail, like
@@ -239,5 +243,42 @@ func waitReaders(t *testing.T, done <-chan struct{}, what string) {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%s: readers did not return", what)
+	}
+}
+
+// A finalizing interpreter drops sys.modules before it frees the code
+// objects a session watches: FindCode says so with ErrFinalizing, which the
+// tracer takes for the target's exit, not for a bad read.
+func TestFindCodeFinalizing(t *testing.T) {
+	for _, l := range garbageLayouts() {
+		f := &fakeMemory{base: fakeBase, data: make([]byte, 1<<16)}
+		p := &Process{m: mem{f}, layout: l, runtime: fakeBase + 0x800}
+		interp := uint64(fakeBase + 0x4000)
+		f.put64(p.runtime+l.InterpretersHead, interp) // one interpreter, InterpNext 0
+		_, err := p.FindCode("engine.worker", "Worker.verify")
+		if !errors.Is(err, ErrFinalizing) || !Exiting(err) {
+			t.Errorf("%s: FindCode with sys.modules NULL: %v, want ErrFinalizing", l.Version, err)
+		}
+		f.put64(interp+l.InterpModules, 0x10) // not NULL but no object: a bad read, not the exit
+		if _, err := p.FindCode("engine.worker", "Worker.verify"); err == nil || Exiting(err) {
+			t.Errorf("%s: FindCode with sys.modules 0x10: %v, want a read error", l.Version, err)
+		}
+	}
+}
+
+// A process that has exited: the reads fail with ESRCH, which is its exit,
+// not a bad read.
+func TestFindCodeExited(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip(err)
+	}
+	p := &Process{m: mem{&procMemory{pid: cmd.Process.Pid}}, layout: garbageLayouts()[0], runtime: fakeBase + 0x800}
+	_, err := p.FindCode("engine.worker", "Worker.verify")
+	if !Exiting(err) {
+		t.Errorf("FindCode in an exited process: %v, want Exiting", err)
+	}
+	if Exiting(fmt.Errorf("read: %w", unix.EFAULT)) {
+		t.Error("EFAULT taken for an exit")
 	}
 }

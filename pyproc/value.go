@@ -21,7 +21,7 @@ type Object struct {
 	Type string // tp_name
 }
 
-// More Py_TPFLAGS_* (design.md): managed dicts (3.11+), inline values
+// More Py_TPFLAGS_* (docs/design.md): managed dicts (3.11+), inline values
 // (3.13+), and the subclass bits that tell an int or list subclass at once.
 const (
 	flagInlineValues  = 1 << 2
@@ -39,7 +39,7 @@ const (
 	// headRead is read optimistically at a value: the header of an int,
 	// float or str and up to ~80 bytes of a str's text in one syscall.
 	headRead = 0x80
-	// pyLongShift: digits are 30 bits in every build we read (design.md).
+	// pyLongShift: digits are 30 bits in every build we read (docs/design.md).
 	pyLongShift = 30
 )
 

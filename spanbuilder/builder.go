@@ -6,11 +6,9 @@ package spanbuilder
 import (
 	"slices"
 	"time"
-)
 
-// Stage names and the order a decode step runs them in; a call of an earlier
-// stage than the thread's last one starts a new step.
-var stageOrder = map[string]int{"draft": 0, "verify": 1, "accept": 2, "draft_extend": 3}
+	"github.com/specprobe/specprobe/spanschema"
+)
 
 // Site describes one probed function, as the loader armed it.
 type Site struct {
@@ -91,13 +89,14 @@ type openCall struct {
 }
 
 type thread struct {
-	pid     uint32
-	open    []openCall
-	step    []Call
-	lastOrd int
-	// When the open top-level call began: the stage order before it (-1 at
-	// a step's start) and how many calls the step had.
-	prevOrd, topStart int
+	pid  uint32
+	open []openCall
+	step []Call
+	last string // stage of the step's latest top-level call, "" at a step's start
+	// When the open top-level call began: the stage before it ("" at a
+	// step's start) and how many calls the step had.
+	prev     string
+	topStart int
 }
 
 // New returns a Builder for the given sites; clock converts boot time to wall time.
@@ -110,7 +109,7 @@ func (b *Builder) Add(e *Event) {
 	b.Stats.Events++
 	t := b.threads[e.TID]
 	if t == nil {
-		t = &thread{pid: e.PID, lastOrd: -1, prevOrd: -1}
+		t = &thread{pid: e.PID}
 		b.threads[e.TID] = t
 	}
 	if e.Cancel {
@@ -126,14 +125,14 @@ func (b *Builder) Add(e *Event) {
 	if !e.Exit {
 		// Steps are told apart by the order in which top-level calls begin; a
 		// stage called from inside another belongs to the outer call's step.
-		ord := stageOrder[b.sites[e.Site].Stage]
+		stage := b.sites[e.Site].Stage
 		switch {
 		case len(t.open) == 0:
-			if ord < t.lastOrd {
+			if spanschema.NewStep(t.last, stage) {
 				b.flushStep(e.TID, t)
 			}
-			t.prevOrd, t.lastOrd, t.topStart = t.lastOrd, ord, len(t.step)
-		case ord < t.prevOrd:
+			t.prev, t.last, t.topStart = t.last, stage, len(t.step)
+		case spanschema.NewStep(t.prev, stage):
 			// A call of an earlier stage inside the top-level one (SGLang's
 			// NGRAM drafts inside its verify): the top-level call began the
 			// next step.
@@ -189,18 +188,18 @@ func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg 
 // call began; that call and what it has finished so far start the next step.
 func (b *Builder) splitStep(tid uint32, t *thread) {
 	rest := slices.Clone(t.step[t.topStart:])
-	lastOrd := t.lastOrd
+	last := t.last
 	t.step = t.step[:t.topStart]
 	b.flushStep(tid, t)
 	t.step = append(t.step, rest...)
-	t.lastOrd, t.prevOrd, t.topStart = lastOrd, -1, 0
+	t.last, t.prev, t.topStart = last, "", 0
 }
 
 // flushStep hands the thread's current step to the sink, once per request it served.
 func (b *Builder) flushStep(tid uint32, t *thread) {
 	calls := t.step
 	t.step = t.step[:0] // the sink gets copies (stepFor), so the array can be reused
-	t.lastOrd = -1
+	t.last = ""
 	if len(calls) == 0 {
 		return
 	}
@@ -215,10 +214,7 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 			}
 		}
 	}
-	if len(rids) == 0 {
-		b.Stats.UnattributedCalls += uint64(len(calls))
-		return
-	}
+	b.Stats.Steps++
 	sent := false
 	for _, rid := range rids {
 		if st := stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
@@ -226,9 +222,8 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 			sent = true
 		}
 	}
-	if sent {
-		b.Stats.Steps++
-	} else {
+	if !sent {
+		b.Stats.UnattributedSteps++
 		b.Stats.UnattributedCalls += uint64(len(calls))
 	}
 }
@@ -249,7 +244,7 @@ func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 		if c.batch && c.requests != nil && !slices.Contains(c.requests, rid) {
 			continue
 		}
-		if c.Stage == "accept" {
+		if c.Stage == spanschema.Accept {
 			accepts = append(accepts, c)
 			continue
 		}
@@ -260,7 +255,7 @@ func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 	for _, a := range accepts {
 		v := -1
 		for i, c := range s.Calls {
-			if c.Stage == "verify" && !c.Start.After(a.Start) {
+			if c.Stage == spanschema.Verify && !c.Start.After(a.Start) {
 				v = i
 			}
 		}

@@ -154,8 +154,8 @@ func TestOneThreadBatchStep(t *testing.T) {
 	if want := map[string]uint64{"draft": 2, "verify": 1, "accept": 2, "draft_extend": 1}; !reflect.DeepEqual(st.Calls, want) {
 		t.Errorf("Stats.Calls = %v, want %v", st.Calls, want)
 	}
-	if st.Drafted != 8 || st.Accepted != 3 {
-		t.Errorf("Drafted %d Accepted %d, want 8 and 3", st.Drafted, st.Accepted)
+	if st.Drafted() != 8 || st.Accepted != 3 {
+		t.Errorf("Drafted %d Accepted %d, want 8 and 3", st.Drafted(), st.Accepted)
 	}
 }
 
@@ -489,8 +489,11 @@ func TestUnattributedStep(t *testing.T) {
 	if len(rec.steps) != 0 {
 		t.Errorf("got %d steps for calls naming no request", len(rec.steps))
 	}
-	if b.Stats.UnattributedCalls != 3 || b.Stats.Steps != 0 {
-		t.Errorf("UnattributedCalls %d Steps %d, want 3 and 0", b.Stats.UnattributedCalls, b.Stats.Steps)
+	// verify, draft_extend | draft: two steps, neither named a request. Both
+	// are steps the target ran, so both count.
+	if b.Stats.UnattributedCalls != 3 || b.Stats.Steps != 2 || b.Stats.UnattributedSteps != 2 {
+		t.Errorf("UnattributedCalls %d Steps %d UnattributedSteps %d, want 3, 2 and 2",
+			b.Stats.UnattributedCalls, b.Stats.Steps, b.Stats.UnattributedSteps)
 	}
 	if b.Stats.Calls["verify"] != 1 || b.Stats.Verifies != 1 {
 		t.Errorf("unattributed calls still count as calls: %v", b.Stats.Calls)
@@ -565,8 +568,8 @@ func TestStatsPercentile(t *testing.T) {
 			t.Errorf("Percentile(%s, %v) = %v %v, want %v", tc.stage, tc.p, got, ok, tc.want)
 		}
 	}
-	if b.Stats.Drafted != 30 || b.Stats.Accepted != 2 || b.Stats.Calls["draft"] != 10 {
-		t.Errorf("Drafted %d Accepted %d drafts %d", b.Stats.Drafted, b.Stats.Accepted, b.Stats.Calls["draft"])
+	if b.Stats.Drafted() != 30 || b.Stats.Accepted != 2 || b.Stats.Calls["draft"] != 10 {
+		t.Errorf("Drafted %d Accepted %d drafts %d", b.Stats.Drafted(), b.Stats.Accepted, b.Stats.Calls["draft"])
 	}
 }
 
@@ -651,4 +654,45 @@ func TestDraftInsideVerify(t *testing.T) {
 		call{"verify", 200, 250, "r", nil, ""},
 		call{"draft", 210, 220, "r", nil, ""},
 		call{"verify", 260, 270, "r", nil, ""})
+}
+
+// A spec may read num_drafts at several stages; they count the same drafts,
+// so the acceptance's denominator takes one side: the verify side (verify,
+// and accept whose values join it) when read there, else the draft side.
+func TestStatsDraftedCountedOnce(t *testing.T) {
+	for _, c := range []struct {
+		name                        string
+		draft, verify, accept, want int // num_drafts read at the stage, -1 for none
+	}{
+		{"draft only", 4, -1, -1, 4},
+		{"verify only", -1, 4, -1, 4},
+		{"accept only", -1, -1, 4, 4},
+		{"draft and verify", 4, 4, -1, 4},
+		{"draft and accept", 4, -1, 4, 4},
+		{"none", -1, -1, -1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, _ := newBuilder()
+			kv := func(n int) []any {
+				if n < 0 {
+					return nil
+				}
+				return []any{"num_drafts", n}
+			}
+			for step := uint64(0); step < 5; step++ {
+				at := step * 1000
+				add(b,
+					enter(at, 1, siteDraft, "r"), exit(at+10, 1, siteDraft, "", kv(c.draft)...),
+					enter(at+20, 1, siteVerify, ""), exit(at+30, 1, siteVerify, "", kv(c.verify)...),
+					enter(at+40, 1, siteAccept, "r", append(kv(c.accept), "num_correct_drafts", 1)...), exit(at+50, 1, siteAccept, ""))
+			}
+			b.Flush(10_000, "end")
+			if got := b.Stats.Drafted(); got != int64(5*c.want) {
+				t.Errorf("Drafted() = %d, want %d", got, 5*c.want)
+			}
+			if b.Stats.Accepted != 5 || b.Stats.Steps != 5 {
+				t.Errorf("Accepted %d Steps %d, want 5 and 5", b.Stats.Accepted, b.Stats.Steps)
+			}
+		})
+	}
 }

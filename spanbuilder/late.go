@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // LateAccept holds the steps of a verify until the accepted counts of its
@@ -105,7 +107,7 @@ func (l *LateAccept) release(v *lateVerify, s Step) {
 	case n == noCount:
 	default:
 		c := &s.Calls[lastVerify(s.Calls)]
-		c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: n})
+		c.Values = append(slices.Clone(c.Values), Value{Name: spanschema.ValueCorrect, V: n})
 		l.Drafts += n
 		l.Matched++
 	}
@@ -122,7 +124,7 @@ func (l *LateAccept) done(key VerifyKey, v *lateVerify) {
 // that raised produced no tokens; the retry in the same step is the one).
 func lastVerify(calls []Call) int {
 	for i := len(calls) - 1; i >= 0; i-- {
-		if calls[i].Stage == "verify" && calls[i].Err == "" {
+		if calls[i].Stage == spanschema.Verify && calls[i].Err == "" {
 			return i
 		}
 	}

@@ -3,21 +3,39 @@ package spanbuilder
 import (
 	"slices"
 	"time"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // Stats are the running numbers the live summary shows.
 type Stats struct {
 	Events            uint64
-	Steps             uint64 // steps of a thread that served at least one request
+	Steps             uint64 // decode steps of every thread, whether their calls named a request or not
+	UnattributedSteps uint64 // of those, the steps whose calls named no request (no spans)
 	UnmatchedExits    uint64
 	UnattributedCalls uint64 // calls in a step that named no request
 	Withdrawn         uint64 // entries that turned out not to be calls
 	Calls             map[string]uint64
 	Errors            uint64
-	Drafted           int64 // sum of num_drafts
 	Accepted          int64 // sum of num_correct_drafts
 	Verifies          uint64
+	drafted           map[string]int64 // sum of num_drafts, by stage
 	latency           map[string]*window
+}
+
+// Drafted is the count of drafts the acceptance is over. A spec may read
+// num_drafts at more than one stage (the drafts proposed at draft, the
+// drafts checked at verify or accept); they count the same drafts, so one
+// side is taken: the verify side where the spec reads it there, since those
+// are the drafts whose acceptance num_correct_drafts counts, else the draft side.
+func (s *Stats) Drafted() int64 {
+	if n, ok := s.drafted[spanschema.Verify]; ok {
+		return n + s.drafted[spanschema.Accept]
+	}
+	if n, ok := s.drafted[spanschema.Accept]; ok {
+		return n
+	}
+	return s.drafted[spanschema.Draft] + s.drafted[spanschema.DraftExtend]
 }
 
 // window keeps the latest durations of a stage for percentiles.
@@ -32,6 +50,7 @@ func (s *Stats) observe(c *Call) {
 	if s.Calls == nil {
 		s.Calls = map[string]uint64{}
 		s.latency = map[string]*window{}
+		s.drafted = map[string]int64{}
 	}
 	s.Calls[c.Stage]++
 	if c.Err != "" {
@@ -39,13 +58,13 @@ func (s *Stats) observe(c *Call) {
 	}
 	for _, v := range c.Values {
 		switch v.Name {
-		case "num_drafts":
-			s.Drafted += v.V
-		case "num_correct_drafts":
+		case spanschema.ValueDrafts:
+			s.drafted[c.Stage] += v.V
+		case spanschema.ValueCorrect:
 			s.Accepted += v.V
 		}
 	}
-	if c.Stage == "verify" {
+	if c.Stage == spanschema.Verify {
 		s.Verifies++
 	}
 	w := s.latency[c.Stage]

@@ -51,7 +51,7 @@ func (g *gpuSession) attach(sink *spanbuilder.OTelSink, live *liveSummary) {
 }
 
 func (g *gpuSession) observe(st *spanbuilder.Stats) {
-	g.m.ObserveSpec(st.Accepted, st.Drafted, st.Verifies)
+	g.m.ObserveSpec(st.Accepted, st.Drafted(), st.Verifies)
 }
 
 // stop ends sampling and flushes the metrics. A metrics export that fails

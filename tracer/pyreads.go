@@ -8,6 +8,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // pyCalls turns the events of Python stage calls into what the builder
@@ -28,8 +29,8 @@ type pyCalls struct {
 	// With the spec's same_batch: the requests a call of the thread's
 	// current step named (nil map without same_batch), and the order of the
 	// stage last entered, to tell when a step begins.
-	stepRids map[uint32][]string
-	lastOrd  map[uint32]int
+	stepRids  map[uint32][]string
+	lastStage map[uint32]string
 	// typeName names the type of a value read (for messages).
 	typeName func(uint64) string
 	Stats    PyStats
@@ -74,12 +75,10 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 	}
 	name := t.Stage.Name
 	if p.stepRids != nil && !e.Exit && !e.Cancel {
-		// A stage earlier than the last one entered begins the next step.
-		ord := slices.Index(probes.StageNames, name)
-		if ord < p.lastOrd[e.TID] {
+		if spanschema.NewStep(p.lastStage[e.TID], name) {
 			delete(p.stepRids, e.TID)
 		}
-		p.lastOrd[e.TID] = ord
+		p.lastStage[e.TID] = name
 	}
 	span := name != probes.Accept
 	if t.UserReads() {

@@ -80,7 +80,7 @@ func (p *pySession) codeFreed(site int) {
 	code, err := p.proc.FindCode(st.Module, st.Qualname)
 	var gone *pyproc.ModuleNotFoundError
 	switch {
-	case errors.As(err, &gone):
+	case errors.As(err, &gone), pyproc.Exiting(err):
 		// The module went with it: the interpreter is shutting down.
 	case err != nil:
 		fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): its code object was freed and the function is gone (%v): no longer traced\n", st.Name, st.Module, st.Qualname, err)
@@ -124,7 +124,7 @@ func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilde
 			out = p.late
 		}
 	}
-	p.calls = &pyCalls{sites: sess.PySite, match: p.match, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastOrd: map[uint32]int{}}
+	p.calls = &pyCalls{sites: sess.PySite, match: p.match, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastStage: map[uint32]string{}}
 	for _, t := range p.targets {
 		if t.UserReads() {
 			p.calls.user = &userReads{proc: p.proc, held: map[uint32]heldCounts{}}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // processResource describes the traced process, not specprobe: the spans are
@@ -15,11 +16,11 @@ import (
 func processResource(pid int, engine string, extra []attribute.KeyValue) *resource.Resource {
 	host, _ := os.Hostname()
 	attrs := []attribute.KeyValue{
-		attribute.String("service.name", engine),
-		attribute.Int("process.pid", pid),
-		attribute.String("process.executable.name", loader.Exe(pid)),
-		attribute.String("process.command_line", loader.Cmdline(pid)),
-		attribute.String("host.name", host),
+		spanschema.KeyServiceName.String(engine),
+		spanschema.KeyProcessPID.Int(pid),
+		spanschema.KeyExecutableName.String(loader.Exe(pid)),
+		spanschema.KeyCommandLine.String(loader.Cmdline(pid)),
+		spanschema.KeyHostName.String(host),
 		attribute.String("telemetry.auto.name", "specprobe"),
 	}
 	attrs = append(attrs, extra...)

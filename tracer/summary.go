@@ -5,16 +5,21 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/gpu"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // liveSummary rewrites one status line on a terminal about once a second.
 type liveSummary struct {
 	w         io.Writer
+	width     func() int // the terminal's columns; 0 when unknown (no limit)
 	last      time.Time
 	lastSteps uint64
 	shown     bool
@@ -22,7 +27,25 @@ type liveSummary struct {
 	accepted  bool         // steps carry accepted counts (not late, not absent from the spec)
 }
 
-func newLiveSummary(w io.Writer) *liveSummary { return &liveSummary{w: w, last: time.Now()} }
+func newLiveSummary(w io.Writer) *liveSummary {
+	return &liveSummary{w: w, width: terminalWidth(w), last: time.Now()}
+}
+
+// terminalWidth asks the terminal behind w for its width at each refresh, so
+// a resized window is followed.
+func terminalWidth(w io.Writer) func() int {
+	f, ok := w.(interface{ Fd() uintptr })
+	if !ok {
+		return func() int { return 0 }
+	}
+	return func() int {
+		cols, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return cols
+	}
+}
 
 func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []*export.QueueProcessor) {
 	if l.w == nil || time.Since(l.last) < time.Second {
@@ -36,11 +59,47 @@ func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []
 		_, d, _ := p.Stats()
 		dropped += d
 	}
-	fmt.Fprintf(l.w, "\r\033[K%.0f steps/s  %s  events %d  drops %d", rate, stageLine(&b.Stats, l.accepted), s.Stats.Events, s.Drops()+dropped)
+	parts := []string{fmt.Sprintf("%.0f steps/s", rate)}
+	parts = append(parts, stageParts(&b.Stats, l.accepted)...)
+	parts = append(parts, fmt.Sprintf("events %d", s.Stats.Events), fmt.Sprintf("drops %d", s.Drops()+dropped))
 	if cols := l.gpu.LiveColumns(); cols != "" {
-		fmt.Fprintf(l.w, "  %s", cols)
+		parts = append(parts, cols)
 	}
+	l.write(parts)
+}
+
+// write replaces the line in place: back to its start, clear to its end,
+// and never more than fits, since a line that wraps leaves its first row
+// behind at every refresh.
+func (l *liveSummary) write(parts []string) {
+	fmt.Fprint(l.w, "\r\033[K"+fitLine(parts, l.width()))
 	l.shown = true
+}
+
+// fitLine joins parts with two spaces, leaving out from the end what does
+// not fit in width-1 columns (the last column would make some terminals
+// wrap), and cuts the first part if even it is too wide. width 0: no limit.
+func fitLine(parts []string, width int) string {
+	line := strings.Join(parts, "  ")
+	if width <= 0 {
+		return line
+	}
+	limit := width - 1
+	line = ""
+	for i, p := range parts {
+		next := p
+		if i > 0 {
+			next = line + "  " + p
+		}
+		if utf8.RuneCountInString(next) > limit {
+			if i == 0 {
+				return string([]rune(p)[:limit])
+			}
+			break
+		}
+		line = next
+	}
+	return line
 }
 
 func (l *liveSummary) clear() {
@@ -52,8 +111,12 @@ func (l *liveSummary) clear() {
 // stageLine gives each stage's latency and, where the steps carry accepted
 // counts, the acceptance (late counts are on the Python summary line).
 func stageLine(st *spanbuilder.Stats, accepted bool) string {
+	return strings.Join(stageParts(st, accepted), "  ")
+}
+
+func stageParts(st *spanbuilder.Stats, accepted bool) []string {
 	var parts []string
-	for _, stage := range []string{"draft", "verify", "draft_extend"} {
+	for _, stage := range []string{spanschema.Draft, spanschema.Verify, spanschema.DraftExtend} {
 		p50, ok := st.Percentile(stage, 50)
 		if !ok {
 			continue
@@ -64,13 +127,13 @@ func stageLine(st *spanbuilder.Stats, accepted bool) string {
 	if accepted {
 		parts = append(parts, acceptance(st))
 	}
-	return strings.Join(parts, "  ")
+	return parts
 }
 
 func acceptance(st *spanbuilder.Stats) string {
-	switch {
-	case st.Drafted > 0:
-		return fmt.Sprintf("acceptance %.1f%% (%d/%d)", 100*float64(st.Accepted)/float64(st.Drafted), st.Accepted, st.Drafted)
+	switch drafted := st.Drafted(); {
+	case drafted > 0:
+		return fmt.Sprintf("acceptance %.1f%% (%d/%d)", 100*float64(st.Accepted)/float64(drafted), st.Accepted, drafted)
 	case st.Verifies > 0:
 		return fmt.Sprintf("accepted %d drafts over %d verifies", st.Accepted, st.Verifies)
 	}
@@ -83,12 +146,16 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 	st := &r.Stats
 	fmt.Fprintf(w, "specprobe: detached (%s) after %s\n", r.Reason, r.Elapsed.Round(time.Millisecond))
 	calls := ""
-	for _, stage := range []string{"draft", "verify", "accept", "draft_extend"} {
+	for _, stage := range spanschema.Stages {
 		if n := st.Calls[stage]; n > 0 {
 			calls += fmt.Sprintf(" %s %d", stage, n)
 		}
 	}
-	fmt.Fprintf(w, "  steps %d (%.1f/s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), calls, stageLine(st, accepted))
+	unnamed := ""
+	if st.UnattributedSteps > 0 {
+		unnamed = fmt.Sprintf(", %d naming no request", st.UnattributedSteps)
+	}
+	fmt.Fprintf(w, "  steps %d (%.1f/s%s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), unnamed, calls, stageLine(st, accepted))
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
 	if p := r.Python; p != nil {

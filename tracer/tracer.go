@@ -67,11 +67,8 @@ type Progress struct {
 	Export []ExportStats
 }
 
-// Exporter is a named span exporter.
-type Exporter struct {
-	Name string
-	sdktrace.SpanExporter
-}
+// Exporter is a named span exporter (export.Open makes them from --exporter).
+type Exporter = export.Named
 
 // Result is what a session saw, for the final summary and for tests.
 type Result struct {
@@ -143,6 +140,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
+	labels := newThreadLabels(cfg.PID, cfg.Spec.Engine)
+	sink.Thread = labels.thread
 	if cfg.RequestIdle > 0 {
 		sink.IdleAfter = cfg.RequestIdle
 	}
@@ -166,7 +165,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	tick := func() {
 		// A thread that died mid-stage sends no exit. Look for dead threads
 		// first, then drain, so an exit queued just before the death still pairs.
-		dead := deadThreads(cfg.PID, builder.OpenThreads())
+		open := builder.OpenThreads()
+		labels.see(open)
+		dead := deadThreads(cfg.PID, open)
 		sess.Drain(add)
 		for _, tid := range dead {
 			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")

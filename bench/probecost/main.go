@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/specprobe/specprobe/internal/benchprobes"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -116,7 +117,7 @@ func measure(binary string, calls int, c config) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		closer, err = loader.AttachBare(targets[0].File.Open, targets[0].Offset, pid, true)
+		closer, err = benchprobes.AttachBare(targets[0].File.Open, targets[0].Offset, pid, true)
 		if err != nil {
 			return 0, err
 		}

@@ -37,9 +37,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/internal/benchprobes"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -232,7 +232,7 @@ func measure(c config) (result, error) {
 		var proc *pyproc.Process
 		if code, proc, err = findStage(pid); err == nil {
 			proc.Close()
-			closer, err = loader.ArmBareWatch(pid, code.Addr)
+			closer, err = benchprobes.ArmBareWatch(pid, code.Addr)
 		}
 	case "usdt":
 		closer, err = attachUSDT(py, usdtProbe, pid)
@@ -425,16 +425,8 @@ func fileOffset(f *elf.File, vaddr uint64) (uint64, error) {
 // the probe, restricted to pid; the kernel raises the probe's semaphore in
 // pid while attached, which is what makes the interpreter fire it.
 func attachUSDT(path string, p *sdtProbe, pid int) (io.Closer, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, err
-	}
-	var objs bpf.StageObjects
-	if err := bpf.LoadStageObjects(&objs, nil); err != nil {
-		return nil, err
-	}
-	ex, err := link.OpenExecutable(path)
+	objs, ex, err := benchprobes.LoadFor(path)
 	if err != nil {
-		objs.Close()
 		return nil, err
 	}
 	u := &usdt{objs: objs}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -39,8 +40,10 @@ func attachCmd() *cobra.Command {
   sudo specprobe attach --pid 4242 --probes myengine.yaml --exporter perfetto --output trace.json
   sudo specprobe attach --pid 4242 --exporter otlp-file=spans.jsonl --exporter perfetto=trace.json`,
 		Long: `Arms entry and exit probes on the stages a probe spec names, in PID only, and
-emits one root span "Req <id>" per request with a decode_forward span per step
-and spec_draft / spec_verify / spec_draft_extend spans under it.
+emits spans in SGLang's own schema (docs/spans.md): one root span " Req <id>"
+per request, a thread span, one decode_forward over the request's decode
+phase with a decode_loop per step, and spec_draft / spec_verify /
+spec_draft_extend spans under it.
 
 The spec comes from --probes FILE, from the catalog with --engine NAME, or is
 picked from the catalog by matching the process (specprobe probes list).
@@ -53,14 +56,7 @@ at most 4 Python stages. A stage whose module is not imported yet (engines
 import their workers after loading the model) is waited for (--import-wait).
 
 Exporters (--exporter, repeatable):
-  otlp        OTLP to a collector; protocol, endpoint and headers from the
-              standard OTEL_EXPORTER_OTLP_* variables (default grpc, localhost:4317)
-  otlp-grpc   OTLP over gRPC          otlp-http   OTLP over HTTP/protobuf
-  otlp-file   OTLP JSON lines, one ExportTraceServiceRequest per line (the
-              Collector file exporter's format)
-  perfetto    Chrome/Perfetto trace JSON, one track per thread (ui.perfetto.dev)
-  console     one line per stage span on stdout
-File exporters write to NAME=PATH or --output. Without --exporter, spans go to
+` + export.Help() + `File exporters write to NAME=PATH or --output. Without --exporter, spans go to
 OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set.
 
 specprobe detaches completely on Ctrl-C, SIGTERM, --duration expiry or the
@@ -86,7 +82,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			if err != nil {
 				return err
 			}
-			exps, closeFiles, err := buildExporters(cmd.Context(), exporters, output)
+			exps, closeFiles, err := export.Open(cmd.Context(), exporters, output, os.Stdout)
 			if err != nil {
 				return err
 			}
@@ -112,7 +108,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.IntVarP(&pid, "pid", "p", 0, "process to trace")
 	f.StringVar(&specFile, "probes", "", "probe spec file (see docs/probe-spec.md)")
 	f.StringVar(&engine, "engine", "", "catalog spec to use (specprobe probes list)")
-	f.StringArrayVar(&exporters, "exporter", nil, "where spans go: otlp, otlp-grpc, otlp-http, otlp-file, perfetto, console; NAME=PATH for files (repeatable)")
+	f.StringArrayVar(&exporters, "exporter", nil, "where spans go: "+export.Names()+"; NAME=PATH for files (repeatable)")
 	f.StringVarP(&output, "output", "o", "", "output file of the file exporter (otlp-file, perfetto)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
 	f.BoolVar(&noSkip, "no-endbr-skip", false, "probe a leading endbr64 itself instead of the next instruction (slower; for comparison)")

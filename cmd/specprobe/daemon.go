@@ -15,6 +15,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
@@ -76,7 +77,7 @@ ca_file, insecure_skip_verify}. Flags given on the command line win.`,
 			if err != nil {
 				return err
 			}
-			exps, closeFiles, err := buildExporters(cmd.Context(), cfg.Exporters, cfg.Output)
+			exps, closeFiles, err := export.Open(cmd.Context(), cfg.Exporters, cfg.Output, os.Stdout)
 			if err != nil {
 				return err
 			}
@@ -85,7 +86,7 @@ ca_file, insecure_skip_verify}. Flags given on the command line win.`,
 				fmt.Fprintln(os.Stderr, "specprobe daemon: no span exporter (--exporter, or OTEL_EXPORTER_OTLP_ENDPOINT): spans are counted, not sent")
 			}
 			var readers []sdkmetric.Reader
-			if r, err := metricReader(cmd.Context(), metricsExp, cfg.Exporters, sdkmetric.WithInterval(cfg.MetricsInterval)); err != nil {
+			if r, err := export.MetricReader(cmd.Context(), metricsExp, cfg.Exporters, sdkmetric.WithInterval(cfg.MetricsInterval)); err != nil {
 				return err
 			} else if r != nil {
 				readers = append(readers, r)
@@ -111,7 +112,7 @@ ca_file, insecure_skip_verify}. Flags given on the command line win.`,
 	f := cmd.Flags()
 	f.StringVarP(&configFile, "config", "c", "", "config file (YAML; keys listed above)")
 	bindDaemonFlags(f, &flags)
-	f.StringVar(&metricsExp, "metrics-exporter", "", "where the daemon's metrics go besides /metrics: otlp, otlp-grpc, otlp-http or none (default: OTLP when spans go to OTLP)")
+	f.StringVar(&metricsExp, "metrics-exporter", "", "where the daemon's metrics go besides /metrics: "+export.MetricNames()+" (default: OTLP when spans go to OTLP)")
 	return cmd
 }
 
@@ -137,7 +138,7 @@ func overrideFlags(cmd *cobra.Command, cfg *daemon.Config) {
 // flag's default is c's value: binding must not reset what the file set.
 func bindDaemonFlags(f *pflag.FlagSet, c *daemon.Config) {
 	f.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT for /metrics, /healthz, /readyz, /targets")
-	f.StringArrayVar(&c.Exporters, "exporter", c.Exporters, "where spans go: otlp, otlp-grpc, otlp-http, otlp-file, perfetto, console; NAME=PATH for files (repeatable)")
+	f.StringArrayVar(&c.Exporters, "exporter", c.Exporters, "where spans go: "+export.Names()+"; NAME=PATH for files (repeatable)")
 	f.StringVarP(&c.Output, "output", "o", c.Output, "output file of the file exporter")
 	f.StringArrayVar(&c.Probes, "probes", c.Probes, "probe spec file matched before the catalog (repeatable)")
 	f.StringArrayVar(&c.Engines, "engine", c.Engines, "catalog spec to use (repeatable; default: all)")

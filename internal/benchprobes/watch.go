@@ -1,4 +1,4 @@
-package loader
+package benchprobes
 
 import (
 	"errors"
@@ -7,10 +7,11 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/loader"
 )
 
 // ArmBareWatch puts the same hardware write watchpoint ArmWatch does (8 bytes
@@ -20,21 +21,19 @@ func ArmBareWatch(pid int, addr uint64) (io.Closer, error) {
 	if addr%8 != 0 {
 		return nil, fmt.Errorf("watch address %#x is not 8-byte aligned", addr)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
+	objs, err := Load()
+	if err != nil {
 		return nil, err
-	}
-	var objs bpf.StageObjects
-	if err := bpf.LoadStageObjects(&objs, nil); err != nil {
-		return nil, explainLoadError(err)
 	}
 	w := &bareWatch{objs: objs}
-	tids, err := threads(pid)
+	threads, err := procfs.AllThreads(pid)
 	if err != nil {
 		w.Close()
-		return nil, err
+		return nil, fmt.Errorf("listing the threads of PID %d: %w", pid, err)
 	}
-	for _, tid := range tids {
-		fd, err := openBreakpoint(tid, addr)
+	for _, th := range threads {
+		tid := th.PID
+		fd, err := loader.OpenWatchpoint(tid, addr)
 		if errors.Is(err, unix.ESRCH) {
 			continue // the thread ended meanwhile
 		}

@@ -1,7 +1,11 @@
-package loader
+// Package benchprobes arms what the benchmarks (bench/) measure
+// specprobe's probes against: the same attach points running empty BPF
+// programs. Nothing else uses it.
+package benchprobes
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/cilium/ebpf/link"
@@ -10,19 +14,37 @@ import (
 	"github.com/specprobe/specprobe/bpf"
 )
 
-// AttachBare arms an entry and an exit probe that run an empty program at
-// offset in path: the baseline `make bench` measures specprobe's probes against.
-func AttachBare(path string, offset uint64, pid int, multi bool) (io.Closer, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, err
-	}
+// Load loads the programs a session loads, the empty ones among them.
+func Load() (bpf.StageObjects, error) {
 	var objs bpf.StageObjects
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return objs, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
+	}
 	if err := bpf.LoadStageObjects(&objs, nil); err != nil {
-		return nil, explainLoadError(err)
+		return objs, fmt.Errorf("loading BPF programs (root or CAP_BPF and CAP_PERFMON needed): %w", err)
+	}
+	return objs, nil
+}
+
+// LoadFor is Load with path opened for uprobes.
+func LoadFor(path string) (bpf.StageObjects, *link.Executable, error) {
+	objs, err := Load()
+	if err != nil {
+		return objs, nil, err
 	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		objs.Close()
+		return objs, nil, err
+	}
+	return objs, ex, nil
+}
+
+// AttachBare arms an entry and an exit probe that run an empty program at
+// offset in path: the baseline `make bench` measures specprobe's probes against.
+func AttachBare(path string, offset uint64, pid int, multi bool) (io.Closer, error) {
+	objs, ex, err := LoadFor(path)
+	if err != nil {
 		return nil, err
 	}
 	b := &bare{objs: objs}

@@ -1,0 +1,36 @@
+package benchprobes
+
+import (
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/specprobe/specprobe/loader"
+)
+
+var watched [2]uint64
+
+// The empty watchpoint program runs on this process's own writes and
+// leaves nothing behind when closed.
+func TestArmBareWatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: loads BPF and opens hardware watchpoints")
+	}
+	if err := loader.CheckPrivileges(); err != nil {
+		t.Skipf("needs root or CAP_BPF+CAP_PERFMON: %v", err)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&watched[0])))
+	if _, err := ArmBareWatch(os.Getpid(), addr+1); err == nil {
+		t.Error("an unaligned address was accepted")
+	}
+	w, err := ArmBareWatch(os.Getpid(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		watched[0] = uint64(i)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

@@ -1,0 +1,126 @@
+package tracer
+
+import (
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/spanschema"
+)
+
+// threadLabels describes the threads of one process for their spans the
+// way SGLang's tracing does: SGLang labels its scheduler thread "Scheduler"
+// and gives it the tensor-parallel rank (and the data-parallel one when
+// there is one); other engines' threads are labelled with their own name.
+type threadLabels struct {
+	pid    int
+	sglang bool
+	host   string
+	tp, dp int
+	names  map[uint32]string // thread names read so far
+}
+
+func newThreadLabels(pid int, engine string) *threadLabels {
+	t := &threadLabels{pid: pid, sglang: strings.HasPrefix(engine, "sglang"), host: machineID(pid),
+		tp: spanschema.NoRank, dp: spanschema.NoRank, names: map[uint32]string{}}
+	if t.sglang {
+		t.tp, t.dp = sglangRanks(loader.Cmdline(pid))
+	}
+	return t
+}
+
+// see reads the names of threads not seen yet, while they run: a step's
+// spans are made when the step ends, which for a thread's last step may be
+// after the thread has gone.
+func (t *threadLabels) see(tids []uint32) {
+	if t.sglang {
+		return
+	}
+	for _, tid := range tids {
+		if _, ok := t.names[tid]; !ok {
+			t.names[tid] = export.ThreadName(int64(t.pid), int64(tid))
+		}
+	}
+}
+
+// thread is the spanbuilder.OTelSink's Thread.
+func (t *threadLabels) thread(pid, tid uint32) spanschema.Thread {
+	th := spanschema.Thread{HostID: t.host, TID: int(tid), TP: t.tp, PP: spanschema.NoRank, DP: t.dp}
+	if t.sglang {
+		th.Label = "Scheduler"
+		return th
+	}
+	t.see([]uint32{tid})
+	th.Label = t.names[tid]
+	return th
+}
+
+// sglangRanks reads the ranks from an SGLang scheduler's process title,
+// sglang::scheduler[_DP<d>][_PP<p>][_TP<t>][_EP<e>]: the title names the TP
+// rank only when TP > 1, and SGLang's thread span always has one, so its
+// absence is rank 0; DP only where the title has it.
+func sglangRanks(title string) (tp, dp int) {
+	tp, dp = 0, spanschema.NoRank
+	name, _, _ := strings.Cut(title, " ")
+	tags, ok := strings.CutPrefix(name, "sglang::scheduler")
+	if !ok {
+		return tp, dp
+	}
+	for _, tag := range strings.Split(tags, "_") {
+		if len(tag) < 3 || len(tag) > 8 {
+			continue
+		}
+		n, err := strconv.Atoi(tag[2:])
+		if err != nil || n < 0 {
+			continue
+		}
+		switch tag[:2] {
+		case "TP":
+			tp = n
+		case "DP":
+			dp = n
+		}
+	}
+	return tp, dp
+}
+
+// machineID is the target's machine id as SGLang reads it (/etc/machine-id,
+// the one the process sees, in its container if it is in one), then the
+// host's; "unknown" when neither is a machine id. The target's file is the
+// target's to write: only a short run of hex digits is taken.
+func machineID(pid int) string {
+	for _, path := range []string{"/proc/" + strconv.Itoa(pid) + "/root/etc/machine-id", "/etc/machine-id"} {
+		if id, ok := readMachineID(path); ok {
+			return id
+		}
+	}
+	return "unknown"
+}
+
+func readMachineID(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var buf [65]byte
+	n, _ := f.Read(buf[:])
+	id := strings.TrimSpace(string(buf[:n]))
+	return id, validMachineID(id)
+}
+
+// validMachineID: 32 lowercase hex digits (machine-id(5)), or a few more or
+// less from other systems, never anything but hex.
+func validMachineID(id string) bool {
+	if len(id) < 8 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
+}
