@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/internal/ktime"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -73,7 +74,7 @@ func (d *Daemon) consider(pid int, execAt uint64) {
 	skip := c != nil || d.failed[id] || d.ignored[id]
 	if !skip {
 		now := time.Now()
-		c = &candidate{id: id, seen: now, boot: discover.BootNow(), next: now}
+		c = &candidate{id: id, seen: now, boot: ktime.BootNow(), next: now}
 		d.cands[pid] = c
 		d.totals.Discovered++
 	}

@@ -12,6 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/internal/ktime"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -73,7 +74,7 @@ func (t *target) info() TargetInfo {
 // start runs a session for the candidate; d.mu is held.
 func (d *Daemon) start(c *candidate, spec *probes.Spec) {
 	ctx, cancel := context.WithCancel(d.ctx)
-	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: discover.BootNow(), tries: c.tries + 1,
+	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: ktime.BootNow(), tries: c.tries + 1,
 		cancel: cancel, costPerEvent: uprobeEventCost, better: d.betterSpecs(spec)}
 	if isPython(spec) {
 		t.costPerEvent = watchEventCost
@@ -162,7 +163,7 @@ func (d *Daemon) finish(e sessionEnd) {
 	}
 	d.mu.Unlock()
 	if (t.exec || t.upgrade != nil) && alive {
-		d.consider(t.id.PID, discover.BootNow())
+		d.consider(t.id.PID, ktime.BootNow())
 	}
 }
 
