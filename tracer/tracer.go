@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/gpu"
+	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -247,7 +247,7 @@ func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
 func deadThreads(pid int, tids []uint32) []uint32 {
 	var dead []uint32
 	for _, tid := range tids {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid)); os.IsNotExist(err) {
+		if !procfs.TaskAlive(pid, int(tid)) {
 			dead = append(dead, tid)
 		}
 	}

@@ -183,10 +183,11 @@ func Tasks(pid int) ([]int, error) {
 	}
 }
 
-// TaskAlive tells whether tid is a thread of pid.
+// TaskAlive tells whether tid is a thread of pid: false once /proc no
+// longer lists it.
 func TaskAlive(pid, tid int) bool {
 	_, err := os.Lstat(fmt.Sprintf("/proc/%d/task/%d", pid, tid))
-	return err == nil
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // maxCmdline bounds the command line read (the kernel allows up to a
