@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 // Config is the daemon's configuration file; flags override its fields.
@@ -48,10 +49,14 @@ func Defaults() Config {
 	return Config{Listen: "127.0.0.1:9464", MaxProcesses: 16, MetricsInterval: 30 * time.Second}
 }
 
+// maxConfigBytes bounds the config file (a regular file: a FIFO or a device
+// is refused before a byte is read).
+const maxConfigBytes = 1 << 20
+
 // LoadConfig reads a config file over the defaults. Unknown keys are errors,
 // with the file and line, so a typo is not silently ignored.
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadRegular(path, maxConfigBytes)
 	if err != nil {
 		return Defaults(), fmt.Errorf("reading the config: %w", err)
 	}
