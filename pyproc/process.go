@@ -53,13 +53,19 @@ var ErrUnsupported = errors.New("unsupported interpreter")
 
 // Attach finds the interpreter inside process pid and works out its version
 // and layout. It refuses versions before 3.10 and free-threaded builds.
-func Attach(pid int) (*Process, error) {
+func Attach(pid int) (*Process, error) { return attachPID(pid, nil) }
+
+func attachPID(pid int, wrap func(Memory) Memory) (*Process, error) {
 	b, err := findInterpreter(pid)
 	if err != nil {
 		return nil, err
 	}
 	pm := newProcMemory(pid)
-	p, err := attach(pm, b)
+	var r Memory = pm
+	if wrap != nil {
+		r = wrap(pm)
+	}
+	p, err := attach(r, b)
 	if err != nil {
 		pm.Close()
 		return nil, fmt.Errorf("pid %d (%s): %w", pid, b.path, err)
