@@ -15,6 +15,9 @@ import (
 	"github.com/specprobe/specprobe/internal/procfs"
 )
 
+// ErrTooManyMappings: a process maps more executable files than any server.
+var ErrTooManyMappings = errors.New("too many mappings")
+
 // Mapping is one file the process has mapped executable.
 type Mapping struct {
 	Path string // as the process sees it
@@ -47,13 +50,24 @@ func CheckPID(pid int) error {
 	return nil
 }
 
+// Bounds on the executable files a process maps: vLLM with CUDA maps a few
+// hundred. A process could map tens of thousands, each with a 4 KiB name.
+const (
+	maxMappedFiles = 8192
+	maxMappedBytes = 4 << 20
+)
+
 // Mappings lists the distinct files mapped executable by pid.
 func Mappings(pid int) ([]Mapping, error) {
 	seen := map[string]bool{}
 	var out []Mapping
+	size := 0
 	err := procfs.Maps(pid, func(m procfs.Map) bool {
 		if !m.Exec() || !m.IsFile() || seen[m.Path] {
 			return true
+		}
+		if size += len(m.Path); len(out) >= maxMappedFiles || size > maxMappedBytes {
+			return false
 		}
 		seen[m.Path] = true
 		mp := Mapping{Path: m.Path, Open: fmt.Sprintf("/proc/%d/root%s", pid, m.Path), Inode: m.Inode, pid: pid, first: m}
@@ -68,6 +82,8 @@ func Mappings(pid int) ([]Mapping, error) {
 		return nil, fmt.Errorf("no process with PID %d", pid)
 	case err != nil:
 		return nil, fmt.Errorf("reading the memory map of PID %d: %w", pid, err)
+	case len(out) >= maxMappedFiles || size > maxMappedBytes:
+		return nil, fmt.Errorf("PID %d maps more than %d executable files or %d bytes of their names: %w", pid, maxMappedFiles, maxMappedBytes, ErrTooManyMappings)
 	}
 	return out, nil
 }

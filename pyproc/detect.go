@@ -2,6 +2,7 @@ package pyproc
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,14 @@ import (
 
 	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/procfs"
+)
+
+// Bounds on what a process's maps can make findInterpreter do: the
+// mappings kept (a real interpreter maps its file 4 to 6 times) and the
+// files opened.
+const (
+	maxInterpMaps  = 256
+	maxInterpFiles = 4
 )
 
 // interpMaps lists the mappings of the files that may hold the interpreter:
@@ -22,7 +31,7 @@ func interpMaps(pid int, exe string) ([]procfs.Map, error) {
 		if m.IsFile() && (libRe.MatchString(base) || m.Path == exe || exeRe.MatchString(base)) {
 			out = append(out, m)
 		}
-		return true
+		return len(out) < maxInterpMaps
 	})
 	return out, err
 }
@@ -94,10 +103,15 @@ func findInterpreter(pid int) (*interpBinary, error) {
 		}
 	}
 	var tried []string
-	for _, m := range append(libs, rest...) {
+	var invalid error
+	files := append(libs, rest...)
+	for _, m := range files[:min(len(files), maxInterpFiles)] {
 		b, err := loadBinary(pid, m, maps)
 		if err != nil {
 			tried = append(tried, err.Error())
+			if errors.Is(err, elfsym.ErrInvalid) && invalid == nil {
+				invalid = err
+			}
 			continue
 		}
 		return b, nil
@@ -105,7 +119,12 @@ func findInterpreter(pid int) (*interpBinary, error) {
 	if len(tried) == 0 {
 		return nil, fmt.Errorf("pid %d (%s) is not a CPython process: it maps no libpython and no python executable", pid, exe)
 	}
-	return nil, fmt.Errorf("pid %d (%s) is not a CPython process: no _PyRuntime found; tried %s", pid, exe, strings.Join(tried, "; "))
+	err = fmt.Errorf("pid %d (%s) is not a CPython process: no _PyRuntime found; tried %s", pid, exe, strings.Join(tried, "; "))
+	if invalid != nil {
+		// A forged file stays forged: say so to callers deciding whether to retry.
+		err = fmt.Errorf("%w (%w)", err, elfsym.ErrInvalid)
+	}
+	return nil, err
 }
 
 func loadBinary(pid int, m procfs.Map, maps []procfs.Map) (*interpBinary, error) {

@@ -26,11 +26,24 @@ const (
 	MaxStrtab   = 256 << 20 // its names
 	MaxShstrtab = 1 << 20   // section names (debug/elf reads them whole)
 	MaxSections = 1 << 16
-	MaxRead     = 512 << 20 // all reads of one file together
+	MaxRead     = 256 << 20 // all reads of one file together
 )
 
 // ErrBudget is returned once a file's reads pass MaxRead.
 var ErrBudget = errors.New("read budget exceeded")
+
+// ErrInvalid marks a file the checks refused: not ELF, truncated, or with a
+// layout no linker writes. Trying again cannot help.
+var ErrInvalid = errors.New("invalid ELF file")
+
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(format string, args ...any) error {
+	return &invalidError{fmt.Sprintf(format, args...)}
+}
 
 // File is an ELF file whose layout has been checked.
 type File struct {
@@ -50,7 +63,7 @@ func Open(f *os.File, name string) (*File, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", name)
+		return nil, invalid("%s: not a regular file", name)
 	}
 	ef, err := NewFile(f, st.Size(), name)
 	if err != nil {
@@ -79,7 +92,7 @@ func NewFile(r io.ReaderAt, size int64, name string) (*File, error) {
 	}
 	ef, err := elf.NewFile(io.NewSectionReader(b, 0, size))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, invalid("%s: %v", name, err)
 	}
 	return &File{File: ef, Name: name, r: b}, nil
 }
@@ -115,28 +128,28 @@ func (b *budget) ReadAt(p []byte, off int64) (int, error) {
 func check(r io.ReaderAt, size uint64, name string) error {
 	var ident [elf.EI_NIDENT]byte
 	if n, _ := r.ReadAt(ident[:], 0); n < 4 || !bytes.Equal(ident[:4], []byte(elf.ELFMAG)) {
-		return fmt.Errorf("%s: not an ELF file (it starts with %q)", name, ident[:min(n, 4)])
+		return invalid("%s: not an ELF file (it starts with %q)", name, ident[:min(n, 4)])
 	}
 	if elf.Class(ident[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(ident[elf.EI_DATA]) != elf.ELFDATA2LSB {
-		return fmt.Errorf("%s: a %s %s ELF file; specprobe reads 64-bit little-endian ones", name,
+		return invalid("%s: a %s %s ELF file; specprobe reads 64-bit little-endian ones", name,
 			elf.Class(ident[elf.EI_CLASS]), elf.Data(ident[elf.EI_DATA]))
 	}
 	var h elf.Header64
 	if err := readStruct(r, 0, &h); err != nil {
-		return fmt.Errorf("%s: truncated ELF header: %v", name, err)
+		return invalid("%s: truncated ELF header: %v", name, err)
 	}
 	shoff, shnum, shstrndx := h.Shoff, uint64(h.Shnum), uint64(h.Shstrndx)
 	phnum := uint64(h.Phnum)
 	var s0 elf.Section64
 	if shoff != 0 {
 		if h.Shentsize != 64 {
-			return fmt.Errorf("%s: section header size %d, want 64", name, h.Shentsize)
+			return invalid("%s: section header size %d, want 64", name, h.Shentsize)
 		}
 		if shoff > size || size-shoff < 64 {
-			return fmt.Errorf("%s: section headers at %#x, past the end of the file (%d bytes): truncated or forged", name, shoff, size)
+			return invalid("%s: section headers at %#x, past the end of the file (%d bytes): truncated or forged", name, shoff, size)
 		}
 		if err := readStruct(r, int64(shoff), &s0); err != nil {
-			return fmt.Errorf("%s: %v", name, err)
+			return invalid("%s: %v", name, err)
 		}
 		// Extended numbering: counts that do not fit in 16 bits live in
 		// section 0.
@@ -152,41 +165,41 @@ func check(r io.ReaderAt, size uint64, name string) error {
 	}
 	if h.Phoff != 0 && phnum > 0 {
 		if h.Phentsize != 56 {
-			return fmt.Errorf("%s: program header size %d, want 56", name, h.Phentsize)
+			return invalid("%s: program header size %d, want 56", name, h.Phentsize)
 		}
 		if h.Phoff > size || phnum > (size-h.Phoff)/56 {
-			return fmt.Errorf("%s: %d program headers at %#x do not fit in the file (%d bytes): truncated or forged", name, phnum, h.Phoff, size)
+			return invalid("%s: %d program headers at %#x do not fit in the file (%d bytes): truncated or forged", name, phnum, h.Phoff, size)
 		}
 	}
 	if shoff == 0 {
 		return nil // no section headers: no symbols, nothing more to check
 	}
 	if shnum > MaxSections || shnum > (size-shoff)/64 {
-		return fmt.Errorf("%s: %d section headers at %#x do not fit in the file (%d bytes), or are more than %d: truncated or forged", name, shnum, shoff, size, MaxSections)
+		return invalid("%s: %d section headers at %#x do not fit in the file (%d bytes), or are more than %d: truncated or forged", name, shnum, shoff, size, MaxSections)
 	}
 	secs := make([]elf.Section64, shnum)
 	raw := make([]byte, shnum*64)
 	if _, err := r.ReadAt(raw, int64(shoff)); err != nil {
-		return fmt.Errorf("%s: reading section headers: %v", name, err)
+		return invalid("%s: reading section headers: %v", name, err)
 	}
 	if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, secs); err != nil {
-		return fmt.Errorf("%s: %v", name, err)
+		return invalid("%s: %v", name, err)
 	}
 	if shstrndx >= shnum && shstrndx != 0 {
-		return fmt.Errorf("%s: section name table index %d of %d sections", name, shstrndx, shnum)
+		return invalid("%s: section name table index %d of %d sections", name, shstrndx, shnum)
 	}
 	names := sectionNames{}
 	if shstrndx != 0 {
 		st := secs[shstrndx]
 		if err := fits(st, size); err != nil {
-			return fmt.Errorf("%s: section name table: %v", name, err)
+			return invalid("%s: section name table: %v", name, err)
 		}
 		if st.Size > MaxShstrtab {
-			return fmt.Errorf("%s: section name table of %d bytes, more than the %d specprobe reads", name, st.Size, MaxShstrtab)
+			return invalid("%s: section name table of %d bytes, more than the %d specprobe reads", name, st.Size, MaxShstrtab)
 		}
 		names.b = make([]byte, st.Size)
 		if _, err := r.ReadAt(names.b, int64(st.Off)); err != nil {
-			return fmt.Errorf("%s: reading section names: %v", name, err)
+			return invalid("%s: reading section names: %v", name, err)
 		}
 	}
 	type span struct {
@@ -200,22 +213,22 @@ func check(r io.ReaderAt, size uint64, name string) error {
 			continue
 		}
 		if err := fits(s, size); err != nil {
-			return fmt.Errorf("%s: %s %v", name, what, err)
+			return invalid("%s: %s %v", name, what, err)
 		}
 		switch elf.SectionType(s.Type) {
 		case elf.SHT_SYMTAB, elf.SHT_DYNSYM:
 			if s.Size > MaxSymtab {
-				return fmt.Errorf("%s: %s claims a %d-byte symbol table, more than the %d specprobe reads", name, what, s.Size, MaxSymtab)
+				return invalid("%s: %s claims a %d-byte symbol table, more than the %d specprobe reads", name, what, s.Size, MaxSymtab)
 			}
 			if s.Entsize != symSize || s.Flags&uint64(elf.SHF_COMPRESSED) != 0 {
-				return fmt.Errorf("%s: %s: entry size %d, want %d uncompressed", name, what, s.Entsize, symSize)
+				return invalid("%s: %s: entry size %d, want %d uncompressed", name, what, s.Entsize, symSize)
 			}
 			if uint64(s.Link) >= shnum || elf.SectionType(secs[s.Link].Type) != elf.SHT_STRTAB {
-				return fmt.Errorf("%s: %s: its string table (section %d) is not one", name, what, s.Link)
+				return invalid("%s: %s: its string table (section %d) is not one", name, what, s.Link)
 			}
 		case elf.SHT_STRTAB:
 			if s.Size > MaxStrtab {
-				return fmt.Errorf("%s: %s claims a %d-byte string table, more than the %d specprobe reads", name, what, s.Size, MaxStrtab)
+				return invalid("%s: %s claims a %d-byte string table, more than the %d specprobe reads", name, what, s.Size, MaxStrtab)
 			}
 		}
 		spans = append(spans, span{s.Off, s.Off + s.Size, i})
@@ -225,7 +238,7 @@ func check(r io.ReaderAt, size uint64, name string) error {
 	sort.Slice(spans, func(a, b int) bool { return spans[a].off < spans[b].off })
 	for k := 1; k < len(spans); k++ {
 		if a, b := spans[k-1], spans[k]; b.off < a.end {
-			return fmt.Errorf("%s: sections %d (%s) and %d (%s) overlap (bytes %#x-%#x and %#x-%#x): forged", name,
+			return invalid("%s: sections %d (%s) and %d (%s) overlap (bytes %#x-%#x and %#x-%#x): forged", name,
 				a.i, names.get(secs[a.i].Name), b.i, names.get(secs[b.i].Name), a.off, a.end, b.off, b.end)
 		}
 	}
@@ -235,7 +248,7 @@ func check(r io.ReaderAt, size uint64, name string) error {
 // fits checks that a section's bytes lie inside the file.
 func fits(s elf.Section64, size uint64) error {
 	if s.Off > size || s.Size > size-s.Off {
-		return fmt.Errorf("claims bytes %#x-%#x, past the end of the file (%d bytes): truncated or forged", s.Off, s.Off+s.Size, size)
+		return invalid("claims bytes %#x-%#x, past the end of the file (%d bytes): truncated or forged", s.Off, s.Off+s.Size, size)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +148,7 @@ func TestForgedFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.forge(bytes.Clone(base))
 			_, err := NewFile(bytes.NewReader(b), int64(len(b)), "/forged/"+tc.name)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "/forged/"+tc.name+": ") {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "/forged/"+tc.name+": ") {
 				t.Errorf("err = %v, want one naming the file and saying %q", err, tc.want)
 			}
 		})
@@ -179,7 +180,7 @@ func TestSparseHugeSymtab(t *testing.T) {
 		f.Close()
 	}
 	runtime.ReadMemStats(&after)
-	if err == nil || !strings.Contains(err.Error(), "more than the") || !strings.Contains(err.Error(), path) {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "more than the") || !strings.Contains(err.Error(), path) {
 		t.Errorf("err = %v, want the symbol table refused by its size, naming the file", err)
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {

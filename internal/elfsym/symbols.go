@@ -18,7 +18,7 @@ const symChunk = 4096
 // (only a static .strtab gets so big, written in symbol order) through a
 // window of strWindow bytes.
 const (
-	strWhole  = 32 << 20
+	strWhole  = 16 << 20
 	strWindow = 16 << 10
 )
 
