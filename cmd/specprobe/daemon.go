@@ -107,6 +107,9 @@ Flags given on the command line win.`,
 			if err != nil {
 				return fmt.Errorf("kubelet: %w", err)
 			}
+			if cfg.Kubelet.InsecureSkipVerify {
+				fmt.Fprintln(os.Stderr, "specprobe daemon: warning: kubelet.insecure_skip_verify: the kubelet's certificate is not checked, so the service-account token goes to whoever answers at its address; give kubelet.ca_file instead")
+			}
 			if err := loader.CheckPrivileges(); err != nil {
 				return err
 			}
