@@ -13,9 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	yamlv3 "gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -24,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/specprobe/specprobe/daemon"
 )
 
 const (
@@ -43,46 +43,6 @@ var wantKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterR
 // wantGrants is everything the ClusterRole may grant: get on nodes/pods,
 // the kubelet's /pods under fine-grained kubelet authorization.
 var wantGrants = []string{"get nodes/pods"}
-
-// configKeys mirrors the daemon's config struct (daemon.Config and its
-// Kubelet field, yaml tags): the daemon decodes strictly, so a key not listed
-// here would make it exit at start. Keep the two in step.
-var (
-	configKeys = []string{"listen", "metrics_listen", "exporters", "output", "probes", "engines", "max_processes", "max_per_uid", "max_per_pod",
-		"select", "command_line", "flush_timeout", "event_budget", "memory_limit", "metrics_interval", "kubelet"}
-	kubeletKeys = []string{"url", "token_file", "ca_file", "insecure_skip_verify"}
-)
-
-// daemonConfig mirrors daemon.Config's types, to check the sample's values
-// decode as the daemon would.
-type daemonConfig struct {
-	Listen        string   `yaml:"listen"`
-	MetricsListen string   `yaml:"metrics_listen"`
-	Exporters     []string `yaml:"exporters"`
-	Output        string   `yaml:"output"`
-	Probes        []string `yaml:"probes"`
-	Engines       []string `yaml:"engines"`
-	MaxProcesses  int      `yaml:"max_processes"`
-	MaxPerUID     int      `yaml:"max_per_uid"`
-	MaxPerPod     int      `yaml:"max_per_pod"`
-	Select        struct {
-		UIDs       []int    `yaml:"uids"`
-		Namespaces []string `yaml:"namespaces"`
-		Pods       []string `yaml:"pods"`
-		Cgroups    []string `yaml:"cgroups"`
-	} `yaml:"select"`
-	CommandLine     string        `yaml:"command_line"`
-	FlushTimeout    time.Duration `yaml:"flush_timeout"`
-	EventBudget     int           `yaml:"event_budget"`
-	MemoryLimit     string        `yaml:"memory_limit"`
-	MetricsInterval time.Duration `yaml:"metrics_interval"`
-	Kubelet         struct {
-		URL                string `yaml:"url"`
-		TokenFile          string `yaml:"token_file"`
-		CAFile             string `yaml:"ca_file"`
-		InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
-	} `yaml:"kubelet"`
-}
 
 // manifest is specprobe.yaml decoded into the Kubernetes API types.
 type manifest struct {
@@ -298,28 +258,9 @@ func configPolicy(p *problems, m *manifest) {
 		p.add("ConfigMap %s has no %s", m.config.Name, configKey)
 		return
 	}
-	var raw map[string]any
-	if err := yamlv3.Unmarshal([]byte(text), &raw); err != nil {
-		p.add("%s does not parse: %v", configKey, err)
-		return
-	}
-	for k, v := range raw {
-		if !slices.Contains(configKeys, k) {
-			p.add("%s: key %q is not a daemon config key (%v)", configKey, k, configKeys)
-		}
-		if k == "kubelet" {
-			sub, _ := v.(map[string]any)
-			for sk := range sub {
-				if !slices.Contains(kubeletKeys, sk) {
-					p.add("%s: key kubelet.%s is not a daemon config key (%v)", configKey, sk, kubeletKeys)
-				}
-			}
-		}
-	}
-	var cfg daemonConfig
-	dec := yamlv3.NewDecoder(strings.NewReader(text))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	// The daemon's own parser: unknown keys and bad values are errors there.
+	cfg, err := daemon.ParseConfig([]byte(text), configKey)
+	if err != nil {
 		p.add("%s does not decode as the daemon's config: %v", configKey, err)
 		return
 	}
@@ -337,10 +278,6 @@ func configPolicy(p *problems, m *manifest) {
 	}
 	if cfg.CommandLine == "full" {
 		p.add("%s: command_line full exports secrets given as flags", configKey)
-	}
-	if cfg.MaxProcesses < 1 || cfg.EventBudget < 0 || cfg.MetricsInterval < time.Second {
-		p.add("%s: max_processes %d (want >= 1), event_budget %d (want >= 0), metrics_interval %s (want >= 1s)",
-			configKey, cfg.MaxProcesses, cfg.EventBudget, cfg.MetricsInterval)
 	}
 	if lim := memoryLimit(m); lim > 0 {
 		if n, err := goSize(cfg.MemoryLimit); err != nil || n <= 0 || n >= lim {
@@ -654,7 +591,7 @@ func TestPolicyCatchesViolations(t *testing.T) {
 		}, `grants "list pods"`},
 		{"rbac nodes/proxy", func(m *manifest) { m.role.Rules[0].Resources = append(m.role.Rules[0].Resources, "nodes/proxy") }, `grants "get nodes/proxy"`},
 		{"rbac no nodes/pods", func(m *manifest) { m.role.Rules[0].Resources = []string{"nodes"} }, "does not grant get nodes/pods"},
-		{"unknown config key", func(m *manifest) { m.config.Data[configKey] += "\nbogus: 1\n" }, `"bogus"`},
+		{"unknown config key", func(m *manifest) { m.config.Data[configKey] += "\nbogus: 1\n" }, "field bogus not found"},
 		{"config type", func(m *manifest) {
 			m.config.Data[configKey] = strings.Replace(m.config.Data[configKey], "max_processes: 16", "max_processes: many", 1)
 		}, "does not decode"},
