@@ -87,9 +87,11 @@ type Daemon struct {
 	failed  map[discover.ID]bool // matched, could not be attached: not retried until an exec
 	ignored map[discover.ID]bool // matches no spec and never will (not Python)
 	history map[discover.ID]*history
-	working int         // workers looking at a candidate
-	busyUID map[int]int // of those, per user
-	totals  Totals      // of ended sessions, and the daemon's own counters
+	// execBuckets rate-limit each user's execs (discover.go).
+	execBuckets map[execKey]*bucket
+	working     int         // workers looking at a candidate
+	busyUID     map[int]int // of those, per user
+	totals      Totals      // of ended sessions, and the daemon's own counters
 }
 
 // New checks the options; Run starts the work.
@@ -106,7 +108,7 @@ func New(opts Options) (*Daemon, error) {
 	d := &Daemon{opts: opts, budget: NewBudget(opts.EventBudget), log: &lineLog{w: opts.Log},
 		done: make(chan sessionEnd), looks: make(chan look, examineWorkers), targets: map[int]*target{}, cands: map[int]*candidate{},
 		failed: map[discover.ID]bool{}, ignored: map[discover.ID]bool{}, history: map[discover.ID]*history{},
-		busyUID: map[int]int{}, totals: Totals{Rejected: map[string]uint64{}}}
+		busyUID: map[int]int{}, execBuckets: map[execKey]*bucket{}, totals: Totals{Rejected: map[string]uint64{}}}
 	for _, s := range opts.Specs {
 		d.pythonSpecs = d.pythonSpecs || s.IsPython()
 	}

@@ -72,6 +72,13 @@ func (d *Daemon) consider(pid int, execAt uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	exec := execAt > 0
+	if exec && !d.execTokens(execKey{st.UID, cgroupOf(pid)}, now) {
+		// A user or container exec'ing faster than any server starts: its
+		// processes are left to the next rescan, and the loop stays free
+		// for the others.
+		d.totals.Rejected[reasonExecRate]++
+		return
+	}
 	c := d.cands[pid]
 	if exec && c != nil && c.id == id && execAt < c.boot {
 		exec = false // seen already
@@ -102,6 +109,50 @@ func (d *Daemon) consider(pid int, execAt uint64) {
 	d.cands[pid] = c
 	d.totals.Discovered++
 	d.dispatchLocked(now, c)
+}
+
+// execRate and execBurst bound the execs of one user in one cgroup (a
+// container) that the daemon looks at as they happen, per second and at
+// once.
+const (
+	execRate  = 100
+	execBurst = 200
+)
+
+// execKey is whose execs share a bucket.
+type execKey struct {
+	uid    int
+	cgroup string
+}
+
+func cgroupOf(pid int) string {
+	data, _ := procfs.Cgroup(pid)
+	return cgroupPath(data)
+}
+
+// execTokens takes a token from k's bucket; false when it is empty.
+// d.mu is held.
+func (d *Daemon) execTokens(k execKey, now time.Time) bool {
+	b := d.execBuckets[k]
+	if b == nil {
+		if len(d.execBuckets) > 4096 {
+			clear(d.execBuckets) // many cgroups come and go: forget the full ones' state
+		}
+		b = &bucket{tokens: execBurst, last: now}
+		d.execBuckets[k] = b
+	}
+	b.tokens = min(execBurst, b.tokens+now.Sub(b.last).Seconds()*execRate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
 }
 
 // drop forgets a candidate; one a worker holds is closed when it returns.

@@ -187,14 +187,17 @@ func (d *Daemon) finish(e sessionEnd) {
 		}
 		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
 		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Engine: t.engine, Reason: reason, Result: e.res})
-	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled) && !errors.Is(e.err, errPanic):
+	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled) &&
+		!errors.Is(e.err, errPanic) && reasonOf(e.err, d.ctx) == "":
 		now := time.Now()
 		d.cands[t.id.PID] = &candidate{id: t.id, uid: t.owner.UID, seen: t.seen, boot: t.boot,
 			next: now.Add(min(2*time.Second, 100*time.Millisecond<<t.tries)), tries: t.tries}
 	case alive && !t.exec && d.ctx.Err() == nil:
 		d.totals.AttachFailures++
 		reason := reasonAttach
-		if errors.Is(e.err, errPanic) {
+		if r := reasonOf(e.err, d.ctx); r != "" {
+			reason = r // a forged file or a swapped path found while resolving
+		} else if errors.Is(e.err, errPanic) {
 			reason = reasonPanic
 		}
 		d.totals.Rejected[reason]++

@@ -11,6 +11,7 @@ import (
 	"github.com/specprobe/specprobe/discover"
 	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/procfs"
+	"github.com/specprobe/specprobe/internal/safefile"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
@@ -49,6 +50,9 @@ const (
 	reasonMaxPerUID    = "max_per_uid"        // its user has its share (it waits)
 	reasonMaxPerPod    = "max_per_pod"        // its pod has its share (it waits)
 	reasonAttach       = "attach_failed"      // matched, but the attach failed
+	reasonCorrupt      = "corrupt_memory"     // its interpreter state loops (a list that does not end)
+	reasonPathSwapped  = "path_swapped"       // a file it maps is reached through a symlink put there since
+	reasonExecRate     = "exec_rate"          // its user execs faster than execRate: left to the rescan
 )
 
 var errExecLoop = errors.New("more than 20 execs in 10s")
@@ -56,8 +60,8 @@ var errExecLoop = errors.New("more than 20 execs in 10s")
 // hostile tells whether a look's error says the process is built to make
 // reading it expensive, rather than not ready yet.
 func hostile(err error) bool {
-	return errors.Is(err, pyproc.ErrBudget) || errors.Is(err, pyproc.ErrScanTooLarge) ||
-		errors.Is(err, elfsym.ErrInvalid) || errors.Is(err, elfsym.ErrBudget)
+	return errors.Is(err, pyproc.ErrBudget) || errors.Is(err, pyproc.ErrScanTooLarge) || errors.Is(err, pyproc.ErrCorrupt) ||
+		errors.Is(err, elfsym.ErrInvalid) || errors.Is(err, elfsym.ErrBudget) || errors.Is(err, safefile.ErrSymlink)
 }
 
 func reasonOf(err error, ctx context.Context) string {
@@ -76,6 +80,10 @@ func reasonOf(err error, ctx context.Context) string {
 		return reasonMappings
 	case errors.Is(err, pyproc.ErrUnsupported):
 		return reasonUnsupported
+	case errors.Is(err, pyproc.ErrCorrupt):
+		return reasonCorrupt
+	case errors.Is(err, safefile.ErrSymlink):
+		return reasonPathSwapped
 	}
 	return ""
 }

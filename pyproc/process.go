@@ -47,6 +47,10 @@ type typeAddrs struct {
 	list, long, boolean, float, none, member, getset, cell, bytes, object uint64
 }
 
+// ErrCorrupt marks interpreter state no CPython makes: a list that loops.
+// A process can write its own memory so; reading it again will not help.
+var ErrCorrupt = errors.New("corrupt interpreter state")
+
 // ErrUnsupported marks an interpreter pyproc will never read (too old,
 // free-threaded, unknown version): retrying cannot help.
 var ErrUnsupported = errors.New("unsupported interpreter")
@@ -183,7 +187,7 @@ func (p *Process) mainInterp() (uint64, error) {
 		}
 		in = next
 	}
-	return 0, fmt.Errorf("interpreter list does not end")
+	return 0, fmt.Errorf("interpreter list does not end after 1024: %w", ErrCorrupt)
 }
 
 func freeThreaded(v Version) error {

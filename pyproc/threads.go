@@ -32,7 +32,7 @@ func (p *Process) Threads() ([]Thread, error) {
 	seen := map[uint64]bool{}
 	for ts != 0 {
 		if seen[ts] || len(out) >= maxThreads {
-			return out, fmt.Errorf("thread list does not end (at %#x)", ts)
+			return out, fmt.Errorf("thread list does not end (at %#x): %w", ts, ErrCorrupt)
 		}
 		seen[ts] = true
 		t := Thread{Addr: ts}

@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -9,15 +10,19 @@ import (
 )
 
 // OpenMapped opens the file behind a mapping of pid. Through the process's
-// root no symbolic link is followed (a path from /proc/PID/maps has none,
-// so one found on the way was put there since), and the file opened must be
-// the inode the process maps; a file deleted or replaced since is reached
-// through map_files, the kernel's own link to the mapping (which needs
-// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
+// root no symbolic link is followed: a path from /proc/PID/maps has none,
+// so one found on the way was put there since, to send the reader
+// elsewhere, and the open fails with safefile.ErrSymlink. The file opened
+// must be the inode the process maps; a file deleted or replaced since is
+// reached through map_files, the kernel's own link to the mapping (which
+// needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
 func OpenMapped(pid int, m Map) (*os.File, error) {
 	var first error
 	if !m.Deleted {
 		f, err := safefile.OpenInRoot(fmt.Sprintf("/proc/%d/root", pid), m.Path)
+		if errors.Is(err, safefile.ErrSymlink) {
+			return nil, fmt.Errorf("%s, mapped by PID %d, leads through a symbolic link that was not there when it was mapped: %w", m.Path, pid, err)
+		}
 		if err == nil {
 			ino := inode(f)
 			if ino == m.Inode {
