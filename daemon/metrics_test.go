@@ -12,7 +12,9 @@ import (
 	"github.com/specprobe/specprobe/tracer"
 )
 
-func TestEndpoints(t *testing.T) {
+// demoDaemon is a daemon with the demo spec, not running.
+func demoDaemon(t *testing.T) *Daemon {
+	t.Helper()
 	spec, err := probes.Lookup("demo")
 	if err != nil {
 		t.Fatal(err)
@@ -21,6 +23,11 @@ func TestEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+func TestEndpoints(t *testing.T) {
+	d := demoDaemon(t)
 	d.totals = Totals{Attaches: 3, Detaches: 2, Events: 1000, Rejected: map[string]uint64{reasonBadELF: 2, reasonDeadline: 1}}
 	d.targets[42] = &target{progress: tracer.Progress{Events: 500, Drops: 7}, costPerEvent: uprobeEventCost, attachedAt: time.Now()}
 	mp, reg, err := newMeter(d.Totals, nil)

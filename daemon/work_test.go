@@ -11,7 +11,6 @@ import (
 	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/internal/safefile"
-	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
 )
 
@@ -90,14 +89,7 @@ func TestExecTokens(t *testing.T) {
 // single candidate still gets a worker, and one user holds at most
 // perUIDWorkers.
 func TestDispatchTurns(t *testing.T) {
-	spec, err := probes.Lookup("demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(Options{Config: Defaults(), Specs: []*probes.Spec{spec}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := demoDaemon(t)
 	d.ctx = context.Background()
 	now := time.Now()
 	// PIDs past the limit: no such process, so each look ends at once.
