@@ -84,7 +84,10 @@ func (d *Daemon) consider(pid int, execAt uint64) {
 		exec = false // seen already
 	}
 	h := d.history[id]
-	if exec && h != nil && h.execLoop(now) {
+	if exec {
+		h = d.historyOf(id)
+	}
+	if exec && h.execLoop(now) {
 		d.rejectLocked(id, pid, reasonExecLoop, errExecLoop, now)
 		if c != nil {
 			d.drop(c)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/procfs"
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 // Bounds on what a process's maps can make findInterpreter do: the
@@ -103,14 +104,16 @@ func findInterpreter(pid int) (*interpBinary, error) {
 		}
 	}
 	var tried []string
-	var invalid error
+	var hostile error
 	files := append(libs, rest...)
 	for _, m := range files[:min(len(files), maxInterpFiles)] {
 		b, err := loadBinary(pid, m, maps)
 		if err != nil {
 			tried = append(tried, err.Error())
-			if errors.Is(err, elfsym.ErrInvalid) && invalid == nil {
-				invalid = err
+			for _, e := range []error{elfsym.ErrInvalid, safefile.ErrSymlink} {
+				if errors.Is(err, e) && hostile == nil {
+					hostile = e
+				}
 			}
 			continue
 		}
@@ -120,9 +123,10 @@ func findInterpreter(pid int) (*interpBinary, error) {
 		return nil, fmt.Errorf("pid %d (%s) is not a CPython process: it maps no libpython and no python executable", pid, exe)
 	}
 	err = fmt.Errorf("pid %d (%s) is not a CPython process: no _PyRuntime found; tried %s", pid, exe, strings.Join(tried, "; "))
-	if invalid != nil {
-		// A forged file stays forged: say so to callers deciding whether to retry.
-		err = fmt.Errorf("%w (%w)", err, elfsym.ErrInvalid)
+	if hostile != nil {
+		// A forged file or a swapped path stays so: say it to callers
+		// deciding whether to look again.
+		err = fmt.Errorf("%w (%w)", err, hostile)
 	}
 	return nil, err
 }

@@ -11,9 +11,9 @@ import (
 
 // attachHostile runs testdata/hostile_modules.py, waits until it has built
 // its sys.modules and attaches to it.
-func attachHostile(t *testing.T, python string, entries, corrupt string) *Process {
+func attachHostile(t *testing.T, python string, args ...string) *Process {
 	t.Helper()
-	fx := startFixture(t, python, nil, "testdata/hostile_modules.py", entries, corrupt)
+	fx := startFixture(t, python, nil, append([]string{"testdata/hostile_modules.py"}, args...)...)
 	line, err := bufio.NewReader(fx.stdout).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		t.Fatalf("hostile target: %q %v", line, err)
@@ -58,6 +58,18 @@ func TestForgedHashes(t *testing.T) {
 			t.Errorf("HasModule with no hash to trust: %v after %s, want ErrScanTooLarge at once", err, took)
 		}
 	})
+}
+
+// TestCyclicInterpreterList: an interpreter list made to loop is reported
+// as corrupt at once, not walked without end.
+func TestCyclicInterpreterList(t *testing.T) {
+	for _, python := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/usr/bin/python3.11"} {
+		p := attachHostile(t, python, "10", "0", "cycle")
+		start := time.Now()
+		if _, err := p.HasModule("json"); !errors.Is(err, ErrCorrupt) || time.Since(start) > 100*time.Millisecond {
+			t.Errorf("%s: HasModule with a looping interpreter list: %v after %s, want ErrCorrupt at once", python, err, time.Since(start))
+		}
+	}
 }
 
 // TestBudget: reads through a Budget stop at its count, its bytes and its
