@@ -237,9 +237,10 @@ func (d *Daemon) decide(l look, now time.Time) {
 		c.close()
 		d.ignored[c.id] = true
 	case l.reason != "":
-		delete(d.cands, c.id.PID)
+		// Looked at afresh (the interpreter attached again) when the
+		// backoff ends.
 		c.close()
-		d.rejectLocked(c.id, c.id.PID, l.reason, l.err, now)
+		c.next = d.rejectLocked(c.id, c.id.PID, l.reason, l.err, now)
 	case l.spec != nil:
 		if why := d.opts.Config.capHit(d.tracedOwners(), l.owner); why != "" {
 			if c.held != why {
@@ -268,13 +269,14 @@ func (d *Daemon) decide(l look, now time.Time) {
 }
 
 // rejectLocked counts a rejection and keeps the process out until its
-// backoff ends. d.mu is held.
-func (d *Daemon) rejectLocked(id discover.ID, pid int, reason string, err error, now time.Time) {
+// backoff ends, which it returns. d.mu is held.
+func (d *Daemon) rejectLocked(id discover.ID, pid int, reason string, err error, now time.Time) time.Time {
 	h := d.historyOf(id)
 	h.strikes++
 	wait := rejectBackoff(h.strikes)
 	h.until = now.Add(wait)
 	d.countLocked(id, reason, fmt.Errorf("%w; looked at again in %s", err, wait), pid)
+	return h.until
 }
 
 // countLocked counts a reason and logs it once per process.
