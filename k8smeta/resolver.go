@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 const (
@@ -131,7 +133,7 @@ func newClient(caFile string, insecure bool) (*http.Client, error) {
 		caFile = defaultCAFile
 	}
 	tlsCfg := &tls.Config{InsecureSkipVerify: insecure}
-	pem, err := os.ReadFile(caFile)
+	pem, err := safefile.ReadRegular(caFile, 1<<20)
 	switch {
 	case err == nil:
 		pool := x509.NewCertPool()
@@ -156,7 +158,7 @@ func newClient(caFile string, insecure bool) (*http.Client, error) {
 // a pod on a configured kubelet, from the kubelet's pod list.
 func (r *Resolver) Lookup(ctx context.Context, pid int) Info {
 	info := Info{NodeName: r.nodeName}
-	data, err := os.ReadFile(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"))
+	data, err := safefile.ReadRegular(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"), 64<<10)
 	if err != nil {
 		return info // exited, or not ours to read: nothing more is knowable
 	}
