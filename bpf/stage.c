@@ -13,6 +13,9 @@ typedef __u8 u8;
 typedef __u16 u16;
 typedef __u32 u32;
 typedef __u64 u64;
+typedef __s8 s8;
+typedef __s16 s16;
+typedef __s32 s32;
 typedef __s64 s64;
 
 // x86-64 struct pt_regs as the kernel lays it out; the uprobe context.
@@ -28,7 +31,8 @@ struct pt_regs {
 
 enum source { SRC_ARG0, SRC_ARG1, SRC_ARG2, SRC_ARG3, SRC_ARG4, SRC_ARG5, SRC_RET };
 enum value_type { TYPE_INT, TYPE_STRING, TYPE_VECTOR_LEN };
-enum boundary { ENTRY, EXIT, WATCH };
+// The first bytes of every record: kind says which struct follows.
+enum kind { KIND_ENTRY, KIND_EXIT, KIND_WATCH, KIND_PYDATA };
 
 struct value_spec {
 	u8 source;
@@ -45,19 +49,47 @@ struct site_config {
 	u32 pad;
 };
 
+// A native stage's entry or exit.
 struct event {
 	u64 boot_ns;
 	u32 pid;
 	u32 tid;
 	u32 site;
-	u8 boundary;
+	u8 kind;   // KIND_ENTRY, KIND_EXIT
 	u8 failed; // bit i: value i could not be read
 	u16 pad;
 	u64 values[MAX_VALUES];
 	char str[STR_LEN];
 };
 
-// Index: site*2 + boundary.
+// A Python watchpoint hit; a frame pop of a stage that reads values carries
+// them after it (bpf/pyread.h), in this record and in KIND_PYDATA records
+// that continue it.
+#define W_REFCNT_FAILED 1
+#define W_EXC_KNOWN 2
+#define W_FRAMES 4
+#define W_PAYLOAD 8
+
+struct watch_event {
+	u64 boot_ns;
+	u32 pid;
+	u32 tid;
+	u32 site;
+	u8 kind;   // KIND_WATCH, or KIND_PYDATA for a continuation
+	u8 flags;  // W_*
+	u8 frames; // with W_FRAMES: frames of the code on the stack, times 2, +1 if the innermost
+	u8 pyerr;  // without W_PAYLOAD on a site that reads: why (PY_E_NOFRAME: not this code's pop)
+	u64 refcnt; // the count after the write
+	u64 ip;
+	u64 addr; // the code object watched
+	u64 exc;  // the thread's exception being raised (with W_EXC_KNOWN)
+	u32 len;  // payload bytes after this header
+	u16 seq;  // records before this one for the same trap
+	u8 last;  // no continuation follows
+	u8 pyerr_at; // where the reader gave up (pyread.h's fail detail), for messages
+};
+
+// Index: site*2 + (0 entry, 1 exit).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_SITES * 2);
@@ -84,18 +116,21 @@ volatile const u64 wakeup_bytes = 64 * 1024;
 
 // Wake the reader only when the queued bytes cross wakeup_bytes: it drains
 // everything once woken, so one wakeup serves the next wakeup_bytes of events.
-// Records carry an 8-byte header in the ring; the window is a few records wide
-// so that records reserved at once on other CPUs cannot step over it.
-static __always_inline u64 wakeup_flags(void)
+// Records carry an 8-byte header in the ring; a record of size bytes just
+// queued crossed if less than wakeup_bytes was there before it, with a
+// window a few records wide so that records reserved at once on other CPUs
+// cannot step over it.
+static __always_inline u64 wakeup_flags(u64 size)
 {
 	u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	if (avail >= wakeup_bytes && avail < wakeup_bytes + 8 * (sizeof(struct event) + 8))
+	if (avail >= wakeup_bytes && avail < wakeup_bytes + size + 8 * (sizeof(struct event) + 8))
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
-// Force the event layout into BTF for bpf2go -type.
+// Force the record layouts into BTF for bpf2go -type.
 const struct event *unused_event __attribute__((unused));
+const struct watch_event *unused_watch_event __attribute__((unused));
 const struct site_config *unused_config __attribute__((unused));
 
 // The argument registers and rax, copied out of ctx once: the verifier refuses
@@ -149,16 +184,21 @@ static __always_inline int read_value(struct regs *regs, struct value_spec *v,
 	}
 }
 
+static __always_inline void count_drop(void)
+{
+	u32 zero = 0;
+	u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	if (n)
+		(*n)++;
+}
+
 // reserve takes a ring-buffer slot for an event and fills its header, or
 // counts a drop when the ring is full.
-static __always_inline struct event *reserve(u32 site, u8 boundary)
+static __always_inline struct event *reserve(u32 site, u8 kind)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
 	if (!e) {
-		u32 zero = 0;
-		u64 *n = bpf_map_lookup_elem(&drops, &zero);
-		if (n)
-			(*n)++;
+		count_drop();
 		return 0;
 	}
 	u64 id = bpf_get_current_pid_tgid();
@@ -166,22 +206,22 @@ static __always_inline struct event *reserve(u32 site, u8 boundary)
 	e->pid = id >> 32;
 	e->tid = (u32)id;
 	e->site = site;
-	e->boundary = boundary;
+	e->kind = kind;
 	e->failed = 0;
 	e->pad = 0;
 	e->str[0] = 0;
 	return e;
 }
 
-static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
+static __always_inline int emit(struct pt_regs *ctx, u8 kind)
 {
 	u32 site = (u32)bpf_get_attach_cookie(ctx);
-	u32 key = site * 2 + boundary;
+	u32 key = site * 2 + (kind == KIND_EXIT);
 	struct site_config *cfg = bpf_map_lookup_elem(&sites, &key);
 	if (!cfg)
 		return 0;
 
-	struct event *e = reserve(site, boundary);
+	struct event *e = reserve(site, kind);
 	if (!e)
 		return 0;
 
@@ -195,37 +235,40 @@ static __always_inline int emit(struct pt_regs *ctx, u8 boundary)
 			e->failed |= 1 << i;
 	}
 
-	bpf_ringbuf_submit(e, wakeup_flags());
+	bpf_ringbuf_submit(e, wakeup_flags(sizeof(*e)));
 	return 0;
 }
 
 SEC("uprobe.multi")
-int stage_entry_multi(struct pt_regs *ctx) { return emit(ctx, ENTRY); }
+int stage_entry_multi(struct pt_regs *ctx) { return emit(ctx, KIND_ENTRY); }
 
 SEC("uretprobe.multi")
-int stage_exit_multi(struct pt_regs *ctx) { return emit(ctx, EXIT); }
+int stage_exit_multi(struct pt_regs *ctx) { return emit(ctx, KIND_EXIT); }
 
 // Single-site links, for kernels without uprobe_multi (before 6.6).
 SEC("uprobe")
-int stage_entry(struct pt_regs *ctx) { return emit(ctx, ENTRY); }
+int stage_entry(struct pt_regs *ctx) { return emit(ctx, KIND_ENTRY); }
 
 SEC("uretprobe")
-int stage_exit(struct pt_regs *ctx) { return emit(ctx, EXIT); }
+int stage_exit(struct pt_regs *ctx) { return emit(ctx, KIND_EXIT); }
 
 // A hardware write watchpoint on a Python code object's reference count hits
 // once when a frame of that code is pushed (+1) and once when it is popped
 // (-1). The program reports the value after the write and the instruction
 // pointer; user space tells entry from exit by the change in value and the
-// place it came from (design.md: Python targets).
+// place it came from (docs/design.md: Python targets). At a pop of a stage
+// that reads values (its requests, say) the program reads them there
+// (bpf/pyread.h) and sends them with the hit.
 struct watch_ctx { // struct bpf_perf_event_data, with our pt_regs
 	struct pt_regs regs;
 	u64 sample_period;
 	u64 addr;
 };
 
-// When a hit wakes the reader at once: user space reads a call's requests
-// from its frame while it runs (entry), or from its caller's frame as it
-// returns (exit). Other hits wait for the usual threshold or timer.
+// When a hit wakes the reader at once: where a path could not be compiled
+// for the BPF reader, user space reads a call's requests from its frame
+// while it runs (entry), or from its caller's frame as it returns (exit).
+// Other hits wait for the usual threshold or timer.
 #define WAKE_ENTRY 1
 #define WAKE_EXIT 2
 
@@ -233,6 +276,8 @@ struct watch {
 	u32 site;
 	u32 wake; // WAKE_ENTRY | WAKE_EXIT
 	s64 last; // the count after the previous write: +1 is a push, -1 a pop
+	u32 tgid; // the traced process: a hit in any other is ignored
+	u32 pad;
 };
 
 // Watched address -> what it is.
@@ -267,7 +312,9 @@ struct pyframe_layout {
 	u64 frame_previous;
 	u64 code_tag_bits;
 	u32 enabled;
-	u32 walk_entries; // at +1s too: a stripped interpreter, whose sites have no names
+	u32 walk_entries;  // at +1s too: a stripped interpreter, whose sites have no names
+	u32 exc_is_object; // 3.12+: the exception slot holds the exception, not its type
+	u32 pad;
 };
 
 struct {
@@ -284,20 +331,34 @@ struct {
 	__type(value, u64);
 } tstates SEC(".maps");
 
-// frames_running counts the frames of code on tid's stack, times 2, plus 1
-// if the current (innermost) frame is one of them; -1 if unknown or not
-// needed (at a +1 where the interpreter's symbols name the push sites).
-static __always_inline int frames_running(u32 tid, u64 code, int exit)
+#include "pyread.h"
+
+// thread_state is the thread's PyThreadState: the GIL's holder where the
+// layout says how to find it (every thread, started before or after
+// attach), else what user space registered.
+static __always_inline u64 thread_state(u32 tid)
+{
+	struct pylayout *L = layout();
+	if (L && L->enabled) {
+		u64 ts = py_tstate(L);
+		if (ts)
+			return ts;
+	}
+	u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
+	return ts ? *ts : 0;
+}
+
+// frames_running counts the frames of code on the thread's stack, times 2,
+// plus 1 if the current (innermost) frame is one of them; -1 if unknown or
+// not needed (at a +1 where the interpreter's symbols name the push sites).
+__noinline int frames_running(u64 ts, u64 code, int exit)
 {
 	u32 zero = 0;
 	struct pyframe_layout *c = bpf_map_lookup_elem(&pyframes, &zero);
-	if (!c || !c->enabled || !(exit || c->walk_entries))
-		return -1;
-	u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
-	if (!ts)
+	if (!c || !c->enabled || !(exit || c->walk_entries) || !ts)
 		return -1;
 	u64 f = 0;
-	if (bpf_probe_read_user(&f, sizeof(f), (void *)(*ts + c->tstate_frame)))
+	if (bpf_probe_read_user(&f, sizeof(f), (void *)(ts + c->tstate_frame)))
 		return -1;
 	if (c->cframe_current >= 0 && f &&
 	    bpf_probe_read_user(&f, sizeof(f), (void *)(f + c->cframe_current)))
@@ -319,6 +380,82 @@ static __always_inline int frames_running(u32 tid, u64 code, int exit)
 	return 2 * n + top;
 }
 
+// watch_header fills what every hit reports.
+static __always_inline void watch_header(struct watch_event *e, struct watch *w, struct watch_ctx *ctx, u64 addr, u64 pid_tgid)
+{
+	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->pid = pid_tgid >> 32;
+	e->tid = (u32)pid_tgid;
+	e->site = w->site;
+	e->kind = KIND_WATCH;
+	e->flags = 0;
+	e->frames = 0;
+	e->pyerr = 0;
+	e->refcnt = 0;
+	if (bpf_probe_read_user(&e->refcnt, sizeof(u64), (void *)addr))
+		e->flags |= W_REFCNT_FAILED;
+	e->ip = ctx->regs.ip;
+	// Which object: after a watch moves to a new code object of the same
+	// site, events still queued from the old one must be told apart.
+	e->addr = addr;
+	e->exc = 0;
+	u32 tid = e->tid;
+	u64 *slot = bpf_map_lookup_elem(&exc_slots, &tid);
+	if (slot && !bpf_probe_read_user(&e->exc, sizeof(u64), (void *)*slot)) {
+		// Its type, read now: the exception itself is gone by the time
+		// user space looks.
+		u32 zero = 0;
+		struct pyframe_layout *c = bpf_map_lookup_elem(&pyframes, &zero);
+		if (!e->exc || !c || !c->exc_is_object ||
+		    !bpf_probe_read_user(&e->exc, sizeof(u64), (void *)(e->exc + 8)))
+			e->flags |= W_EXC_KNOWN;
+	}
+	e->len = 0;
+	e->seq = 0;
+	e->last = 1;
+	e->pyerr_at = 0;
+}
+
+// watch_read reads, at a pop, the site's fields into the payload and sends
+// the hit with them; it returns 0 when it sent nothing (the caller sends
+// the bare hit).
+static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, int frames, u8 *why, u8 *at)
+{
+	struct pylayout *L = layout();
+	struct pyprog *p = prog_of(w->site);
+	struct pyscratch *s = scratch();
+	if (!L || !L->enabled || !p || !p->nfields || !s)
+		return 0;
+	struct watch_event *e = (struct watch_event *)s->buf;
+	watch_header(e, w, ctx, addr, pid_tgid);
+	if (frames >= 0) {
+		e->flags |= W_FRAMES;
+		e->frames = frames;
+	}
+	s->site = w->site;
+	s->code = addr;
+	s->off = sizeof(*e);
+	s->seq = 0;
+	s->err = PY_OK;
+	s->nargs = 0;
+	s->frame = s->caller = 0;
+	for (int i = 0; i < PY_MAX_NAMES; i++)
+		s->keyptr[i] = 0;
+	if (py_frame(addr)) {
+		*why = s->err;
+		*at = s->err_detail;
+		return 0;
+	}
+	e->flags |= W_PAYLOAD;
+	for (u32 f = 0; f < PY_MAX_FIELDS; f++) {
+		if (f >= p->nfields)
+			break;
+		py_field(f);
+	}
+	py_flush(s, 1);
+	return 1;
+}
+
 SEC("perf_event")
 int watch_hit(struct watch_ctx *ctx)
 {
@@ -326,36 +463,35 @@ int watch_hit(struct watch_ctx *ctx)
 	struct watch *w = bpf_map_lookup_elem(&watches, &addr);
 	if (!w)
 		return 0;
-	struct event *e = reserve(w->site, WATCH);
-	if (!e)
-		return 0;
-	e->values[0] = 0;
-	if (bpf_probe_read_user(&e->values[0], sizeof(u64), (void *)addr))
-		e->failed = 1;
-	e->values[1] = ctx->regs.ip;
-	e->values[2] = 0;
-	e->values[3] = 0;
-	// Which object: after a watch moves to a new code object of the same
-	// site, events still queued from the old one must be told apart.
-	__builtin_memcpy(e->str, &addr, sizeof(addr));
-	u32 tid = e->tid;
-	u64 *slot = bpf_map_lookup_elem(&exc_slots, &tid);
-	if (slot && !bpf_probe_read_user(&e->values[2], sizeof(u64), (void *)*slot))
-		e->values[3] = 1; // exception state known
-	s64 now = e->values[0], last = w->last;
+	u64 id = bpf_get_current_pid_tgid();
+	if (w->tgid && (u32)(id >> 32) != w->tgid)
+		return 0; // a process that is not the target (a breakpoint inherited by a fork)
+	s64 now = 0, last = w->last;
+	bpf_probe_read_user(&now, sizeof(now), (void *)addr);
 	w->last = now;
-	// The code object starts with its reference count: addr is the object.
-	// Bit 1 of values[3]: frames counted; byte 1: how many (times 2, +1 if
-	// the current frame is one).
-	int n = frames_running(tid, addr, now < last);
-	if (n >= 0)
-		e->values[3] |= 2 | ((u64)(n & 0xff) << 8);
+	u64 ts = thread_state((u32)id);
+	int frames = frames_running(ts, addr, now < last);
+	u8 why = 0, at = 0;
+	if (now < last && now > 0 && watch_read(ctx, w, addr, id, frames, &why, &at))
+		return 0;
+	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	watch_header(e, w, ctx, addr, id);
+	e->pyerr = why;
+	e->pyerr_at = at;
+	if (frames >= 0) {
+		e->flags |= W_FRAMES;
+		e->frames = frames;
+	}
 	// Wake the reader at once where it reads the target's memory while the
 	// call (or its caller) still runs, and when the code object is freed
 	// (its stage is looked up again). The direction is a hint only (user
 	// space classifies each write by its instruction); a wrong guess costs
 	// a wakeup or a read that comes late, never a wrong span.
-	u64 flags = wakeup_flags();
+	u64 flags = wakeup_flags(sizeof(*e));
 	if (now == 0 || (w->wake & WAKE_ENTRY && now > last) || (w->wake & WAKE_EXIT && now < last))
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(e, flags);

@@ -14,16 +14,28 @@ import (
 )
 
 type StageEvent struct {
-	_        structs.HostLayout
-	BootNs   uint64
-	Pid      uint32
-	Tid      uint32
-	Site     uint32
-	Boundary uint8
-	Failed   uint8
-	Pad      uint16
-	Values   [4]uint64
-	Str      [32]int8
+	_      structs.HostLayout
+	BootNs uint64
+	Pid    uint32
+	Tid    uint32
+	Site   uint32
+	Kind   uint8
+	Failed uint8
+	Pad    uint16
+	Values [4]uint64
+	Str    [32]int8
+}
+
+type StagePyfield struct {
+	_      structs.HostLayout
+	Root   uint8
+	Cell   uint8
+	Slot   uint16
+	Nsteps uint8
+	Iter   uint8
+	Maxstr uint8
+	Flags  uint8
+	Steps  [8]StagePystep
 }
 
 type StagePyframeLayout struct {
@@ -35,6 +47,130 @@ type StagePyframeLayout struct {
 	CodeTagBits   uint64
 	Enabled       uint32
 	WalkEntries   uint32
+	ExcIsObject   uint32
+	Pad           uint32
+}
+
+type StagePylayout struct {
+	_              structs.HostLayout
+	TstatePtr      uint64
+	GilPtr         uint64
+	GilHolder      uint64
+	TsNativeTid    uint64
+	TsDatastackTop uint64
+	TsFrame        uint64
+	FrCode         uint64
+	FrPrevious     uint64
+	FrLocalsplus   uint64
+	FrInstr        uint64
+	FrValuestack   uint64
+	FrLasti        uint64
+	CoCode         uint64
+	CoStacksize    uint64
+	CoZombieframe  uint64
+	CoNlocals      uint64
+	BytesData      uint64
+	TpFlags        uint64
+	TpBasicsize    uint64
+	TpDictoffset   uint64
+	TpMro          uint64
+	TpDict         uint64
+	HtCachedKeys   uint64
+	AsciiData      uint64
+	CompactData    uint64
+	FuncCode       uint64
+	ImFunc         uint64
+	ImSelf         uint64
+	MdDef          uint64
+	MdefType       uint64
+	MdefOffset     uint64
+	T_list         uint64
+	T_tuple        uint64
+	T_dict         uint64
+	T_str          uint64
+	T_long         uint64
+	T_bool         uint64
+	T_function     uint64
+	T_method       uint64
+	T_member       uint64
+	T_cell         uint64
+	T_property     uint64
+	T_getset       uint64
+	None           uint64
+	NsDev          uint64
+	NsIno          uint64
+	Minor          uint8
+	Enabled        uint8
+	LongTagged     uint8
+	OpReturn       uint8
+	OpReturnInstr  uint8
+	OpCallFunction uint8
+	OpCallMethod   uint8
+	OpCallKw       uint8
+	OpCallEx       uint8
+	OpExtendedArg  uint8
+	Pad            [6]uint8
+}
+
+type StagePyname struct {
+	_    structs.HostLayout
+	Hash uint64
+	Len  uint32
+	Pad  uint32
+	S    [40]int8
+}
+
+type StagePyprog struct {
+	_           structs.HostLayout
+	Nfields     uint32
+	FrameBytes  uint32
+	Nlocalsplus uint32
+	Nargs       uint32
+	CallerCode  uint64
+	Fields      [8]StagePyfield
+	Names       [8]StagePyname
+}
+
+type StagePyscratch struct {
+	_         structs.HostLayout
+	Ts        uint64
+	Frame     uint64
+	Caller    uint64
+	Code      uint64
+	Args      [8]uint64
+	Nargs     uint32
+	Site      uint32
+	Off       uint32
+	Field     uint32
+	First     uint32
+	Last      uint32
+	Items     uint64
+	Ikind     uint32
+	Nitems    uint32
+	Count     uint32
+	Seq       uint32
+	Err       uint8
+	ErrStep   uint8
+	ErrItem   uint16
+	_         [4]byte
+	ErrDetail uint64
+	Lastval   uint64
+	Ctype     [8]uint64
+	Cval      [8]int64
+	Ckind     [8]uint8
+	Pad       [2]uint8
+	_         [6]byte
+	Keyptr    [8]uint64
+	Slots     [64]uint64
+	Buf       [16896]uint8
+}
+
+type StagePystep struct {
+	_     structs.HostLayout
+	Op    uint8
+	Name  uint8
+	Pad   uint16
+	Index int32
 }
 
 type StageSiteConfig struct {
@@ -59,6 +195,28 @@ type StageWatch struct {
 	Site uint32
 	Wake uint32
 	Last int64
+	Tgid uint32
+	Pad  uint32
+}
+
+type StageWatchEvent struct {
+	_       structs.HostLayout
+	BootNs  uint64
+	Pid     uint32
+	Tid     uint32
+	Site    uint32
+	Kind    uint8
+	Flags   uint8
+	Frames  uint8
+	Pyerr   uint8
+	Refcnt  uint64
+	Ip      uint64
+	Addr    uint64
+	Exc     uint64
+	Len     uint32
+	Seq     uint16
+	Last    uint8
+	PyerrAt uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -69,6 +227,9 @@ const (
 	StageMapEvents           = "events"
 	StageMapExcSlots         = "exc_slots"
 	StageMapPyframes         = "pyframes"
+	StageMapPylayouts        = "pylayouts"
+	StageMapPyprogs          = "pyprogs"
+	StageMapPyscratches      = "pyscratches"
 	StageMapSites            = "sites"
 	StageMapTstates          = "tstates"
 	StageMapWatches          = "watches"
@@ -82,6 +243,9 @@ const (
 	StageProgWatchHit        = "watch_hit"
 	StageVarUnusedConfig     = "unused_config"
 	StageVarUnusedEvent      = "unused_event"
+	StageVarUnusedPylayout   = "unused_pylayout"
+	StageVarUnusedPyprog     = "unused_pyprog"
+	StageVarUnusedWatchEvent = "unused_watch_event"
 	StageVarWakeupBytes      = "wakeup_bytes"
 )
 
@@ -141,22 +305,28 @@ type StageProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageMapSpecs struct {
-	Drops    *ebpf.MapSpec `ebpf:"drops"`
-	Events   *ebpf.MapSpec `ebpf:"events"`
-	ExcSlots *ebpf.MapSpec `ebpf:"exc_slots"`
-	Pyframes *ebpf.MapSpec `ebpf:"pyframes"`
-	Sites    *ebpf.MapSpec `ebpf:"sites"`
-	Tstates  *ebpf.MapSpec `ebpf:"tstates"`
-	Watches  *ebpf.MapSpec `ebpf:"watches"`
+	Drops       *ebpf.MapSpec `ebpf:"drops"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	ExcSlots    *ebpf.MapSpec `ebpf:"exc_slots"`
+	Pyframes    *ebpf.MapSpec `ebpf:"pyframes"`
+	Pylayouts   *ebpf.MapSpec `ebpf:"pylayouts"`
+	Pyprogs     *ebpf.MapSpec `ebpf:"pyprogs"`
+	Pyscratches *ebpf.MapSpec `ebpf:"pyscratches"`
+	Sites       *ebpf.MapSpec `ebpf:"sites"`
+	Tstates     *ebpf.MapSpec `ebpf:"tstates"`
+	Watches     *ebpf.MapSpec `ebpf:"watches"`
 }
 
 // StageVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageVariableSpecs struct {
-	UnusedConfig *ebpf.VariableSpec `ebpf:"unused_config"`
-	UnusedEvent  *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupBytes  *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	UnusedConfig     *ebpf.VariableSpec `ebpf:"unused_config"`
+	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedPylayout   *ebpf.VariableSpec `ebpf:"unused_pylayout"`
+	UnusedPyprog     *ebpf.VariableSpec `ebpf:"unused_pyprog"`
+	UnusedWatchEvent *ebpf.VariableSpec `ebpf:"unused_watch_event"`
+	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // StageObjects contains all objects after they have been loaded into the kernel.
@@ -179,13 +349,16 @@ func (o *StageObjects) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageMaps struct {
-	Drops    *ebpf.Map `ebpf:"drops"`
-	Events   *ebpf.Map `ebpf:"events"`
-	ExcSlots *ebpf.Map `ebpf:"exc_slots"`
-	Pyframes *ebpf.Map `ebpf:"pyframes"`
-	Sites    *ebpf.Map `ebpf:"sites"`
-	Tstates  *ebpf.Map `ebpf:"tstates"`
-	Watches  *ebpf.Map `ebpf:"watches"`
+	Drops       *ebpf.Map `ebpf:"drops"`
+	Events      *ebpf.Map `ebpf:"events"`
+	ExcSlots    *ebpf.Map `ebpf:"exc_slots"`
+	Pyframes    *ebpf.Map `ebpf:"pyframes"`
+	Pylayouts   *ebpf.Map `ebpf:"pylayouts"`
+	Pyprogs     *ebpf.Map `ebpf:"pyprogs"`
+	Pyscratches *ebpf.Map `ebpf:"pyscratches"`
+	Sites       *ebpf.Map `ebpf:"sites"`
+	Tstates     *ebpf.Map `ebpf:"tstates"`
+	Watches     *ebpf.Map `ebpf:"watches"`
 }
 
 func (m *StageMaps) Close() error {
@@ -194,6 +367,9 @@ func (m *StageMaps) Close() error {
 		m.Events,
 		m.ExcSlots,
 		m.Pyframes,
+		m.Pylayouts,
+		m.Pyprogs,
+		m.Pyscratches,
 		m.Sites,
 		m.Tstates,
 		m.Watches,
@@ -204,9 +380,12 @@ func (m *StageMaps) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageVariables struct {
-	UnusedConfig *ebpf.Variable `ebpf:"unused_config"`
-	UnusedEvent  *ebpf.Variable `ebpf:"unused_event"`
-	WakeupBytes  *ebpf.Variable `ebpf:"wakeup_bytes"`
+	UnusedConfig     *ebpf.Variable `ebpf:"unused_config"`
+	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	UnusedPylayout   *ebpf.Variable `ebpf:"unused_pylayout"`
+	UnusedPyprog     *ebpf.Variable `ebpf:"unused_pyprog"`
+	UnusedWatchEvent *ebpf.Variable `ebpf:"unused_watch_event"`
+	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // StagePrograms contains all programs after they have been loaded into the kernel.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/specprobe/specprobe/bpf"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/spanbuilder"
 )
 
 // Options tune how probes are armed.
@@ -36,24 +37,18 @@ type Session struct {
 	values    [][2][]probes.Named // per site and boundary, in the order BPF reads them
 	Stats     ReadStats
 	watches   []*Watch
-	// Last reference count seen per watched site: a hit raising it is a frame
-	// push (entry), one lowering it a pop (exit).
-	refcnt     map[uint32]uint64
-	watchAddr  map[uint32]uint64 // the object each site's watch is on
-	symbolizer *Symbolizer
-	ipClasses  map[uint64]ipClass
-	// Python 3.12+: frame_dealloc releases a frame object's own reference.
-	frameObjectOwnsCode bool
-	// Calls of each Python site open on each thread, as decoded so far.
-	open map[watchKey]int
-	// Python 3.11 pops a frame while it is still the current one.
-	popsCurrentFrame bool
+	// hits classifies watchpoint hits; py joins the values read at a
+	// Python call's pop; pending holds events made while decoding another
+	// record (a call whose payload was cut), handed on after it.
+	hits    *watchDecoder
+	py      *pyAssembler
+	pending []spanbuilder.Event
+	// The compiled reads of each Python site (pycompile.go); a site without
+	// one is read from user space, if at all.
+	programs map[uint32]*PyProgram
 	// OnCodeFreed, when set, is called (from Run's goroutine) when a
 	// watched Python code object is freed.
 	OnCodeFreed func(site int)
-	// Entries from the eval loop not yet closed by a frame pop, per site
-	// and thread (reader.go).
-	tentative map[watchKey]int
 }
 
 // Attach arms entry and exit probes on every target, restricted to pid.
@@ -76,7 +71,13 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	s := &Session{PID: pid, Targets: targets}
+	s := &Session{PID: pid, Targets: targets, hits: newWatchDecoder(nil), programs: map[uint32]*PyProgram{}}
+	s.py = newPyAssembler(func(site uint32) int {
+		if p := s.programs[site]; p != nil {
+			return len(p.Fields)
+		}
+		return 0
+	})
 	for _, t := range targets {
 		s.values = append(s.values, t.Stage.Boundaries())
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/bpf"
-
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -17,11 +16,22 @@ type PyTarget struct {
 	Stage    *probes.Stage
 	Code     *pyproc.Code
 	ReadFrom *pyproc.Code // the caller whose frame an accept stage reads
+	// Program is what watch_hit reads at each call's pop; nil when the
+	// stage reads nothing there. NotCompiled says why a stage that reads
+	// something is read from user space instead.
+	Program     *PyProgram
+	NotCompiled string
 }
+
+// UserReads tells whether user space reads this stage's values from the
+// target while its calls run (a path the BPF reader cannot express).
+func (t PyTarget) UserReads() bool { return t.Program == nil && t.NotCompiled != "" }
 
 // wake: the hits at which user space reads the target (tracer/python.go).
 func (t PyTarget) wake() Wake {
 	switch {
+	case !t.UserReads():
+		return 0
 	case t.ReadFrom != nil:
 		return WakeExit
 	case t.Stage.Requests != nil:
@@ -30,9 +40,9 @@ func (t PyTarget) wake() Wake {
 	return 0
 }
 
-// ResolvePython finds the code object of every Python stage of spec. Engines
-// import their workers lazily, so a module not imported yet is waited for,
-// up to wait.
+// ResolvePython finds the code object of every Python stage of spec and
+// compiles what it reads. Engines import their workers lazily, so a module
+// not imported yet is waited for, up to wait.
 func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) ([]PyTarget, error) {
 	var out []PyTarget
 	deadline := time.Now().Add(wait)
@@ -65,6 +75,9 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 					return nil, fmt.Errorf("%s: stage %s: read_from: %w", spec.File, name, err)
 				}
 			}
+			if err := compileTarget(proc, &t); err != nil {
+				return nil, fmt.Errorf("%s: stage %s (%s.%s): %w", spec.File, name, st.Module, st.Qualname, err)
+			}
 			out = append(out, t)
 			break
 		}
@@ -72,9 +85,43 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 	return out, nil
 }
 
+// compileTarget compiles what t reads for the BPF reader. A path it cannot
+// express leaves t.NotCompiled saying why; a name the code does not have is
+// an error (the spec does not fit the program).
+func compileTarget(proc *pyproc.Process, t *PyTarget) error {
+	code, err := proc.CodeSlots(t.Code.Addr)
+	if err != nil {
+		return err
+	}
+	in := PyCompileInput{Stage: t.Stage, Minor: proc.Version().Minor, Code: code, Hash: proc.NameHash}
+	if t.ReadFrom != nil {
+		if in.Caller, err = proc.CodeSlots(t.ReadFrom.Addr); err != nil {
+			return err
+		}
+		in.CallerAddr = t.ReadFrom.Addr
+	}
+	if name, err := proc.CodeName(t.Code.Addr); err == nil {
+		if err := proc.CheckNameHash(name); err != nil {
+			t.NotCompiled = err.Error()
+			return nil
+		}
+	}
+	p, err := CompilePython(in)
+	var missing *MissingNameError
+	switch {
+	case errors.As(err, &missing):
+		return err
+	case err != nil:
+		t.NotCompiled = err.Error()
+	default:
+		t.Program = p
+	}
+	return nil
+}
+
 // ArmPython watches each Python target's code object on every thread; their
 // sites follow the native ones. proc gives the interpreter's version, its
-// frame layout and its threads' states (SetThreadState adds later threads).
+// layouts and its threads' states (SetThreadState adds later threads).
 func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 	v := proc.Version()
 	threads, _ := proc.Threads()
@@ -83,22 +130,42 @@ func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 			_ = s.SetThreadState(uint32(t.TID), t.Addr, proc.ExceptionSlot(t))
 		}
 	}
-	// From 3.12 a frame object that outlives its call (a traceback, a kept
-	// sys._getframe()) takes a reference of its own to the code when the
-	// call ends, and drops it in frame_dealloc: there that -1 is no call's end.
-	s.frameObjectOwnsCode = v.Major == 3 && v.Minor >= 12
+	var sym *Symbolizer
 	if len(targets) > 0 {
 		// Symbols of the interpreter tell frame pushes and pops from other
 		// writes to a code object's reference count.
-		s.symbolizer, _ = NewSymbolizer(s.PID)
-		s.ipClasses = map[uint64]ipClass{}
-		s.tentative = map[watchKey]int{}
+		sym, _ = NewSymbolizer(s.PID)
 	}
-	if err := s.setFrameLayout(proc.Layout(), v); err != nil {
+	s.hits = newWatchDecoder(nil)
+	if sym != nil {
+		s.hits.namer = sym
+	}
+	// From 3.12 a frame object that outlives its call (a traceback, a kept
+	// sys._getframe()) takes a reference of its own to the code when the
+	// call ends, and drops it in frame_dealloc: there that -1 is no call's end.
+	s.hits.frameObjectOwnsCode = v.Major == 3 && v.Minor >= 12
+	// 3.11 clears a returning frame before it stops being the current one.
+	s.hits.popsCurrentFrame = v.Major == 3 && v.Minor == 11
+	if err := s.setFrameLayout(proc.Layout(), sym); err != nil {
 		return err
+	}
+	compiled := false
+	for _, t := range targets {
+		compiled = compiled || t.Program != nil
+	}
+	if compiled {
+		if err := s.setTrapLayout(proc); err != nil {
+			return err
+		}
 	}
 	for _, t := range targets {
 		site := uint32(len(s.Targets) + len(s.PyTargets))
+		if t.Program != nil {
+			if err := s.objs.Pyprogs.Put(site, &t.Program.Prog); err != nil {
+				return fmt.Errorf("stage %s: loading its reads: %w", t.Stage.Name, err)
+			}
+			s.programs[site] = t.Program
+		}
 		if _, err := s.ArmWatch(t.Code.Addr, site, t.Code.Refcnt, t.wake()); err != nil {
 			return fmt.Errorf("stage %s (%s.%s): %w", t.Stage.Name, t.Stage.Module, t.Stage.Qualname, err)
 		}
@@ -127,7 +194,7 @@ func (s *Session) pySites() []spanbuilder.Site {
 // disarmSite stops watching a site whose code object was freed, and tells
 // OnCodeFreed (a reload or a replaced function may have made a new one).
 func (s *Session) disarmSite(site uint32) {
-	delete(s.refcnt, site)
+	s.hits.forget(site)
 	for _, w := range s.watches {
 		if w.Site == site {
 			s.DisarmWatch(w)
@@ -139,21 +206,29 @@ func (s *Session) disarmSite(site uint32) {
 }
 
 // RearmPython watches code, the new code object of a Python site whose old
-// one was freed.
-func (s *Session) RearmPython(site int, code *pyproc.Code) error {
+// one was freed, compiling its reads again (its slots may differ).
+func (s *Session) RearmPython(site int, code *pyproc.Code, proc *pyproc.Process) error {
 	t, ok := s.PySite(site)
 	if !ok {
 		return fmt.Errorf("site %d is not a Python stage", site)
 	}
-	for k := range s.tentative {
-		if int(k.site) == site {
-			delete(s.tentative, k)
-		}
-	}
-	if _, err := s.ArmWatch(code.Addr, uint32(site), code.Refcnt, t.wake()); err != nil {
+	nt := PyTarget{Stage: t.Stage, Code: code, ReadFrom: t.ReadFrom}
+	if err := compileTarget(proc, &nt); err != nil {
 		return err
 	}
-	t.Code = code
+	if nt.Program != nil {
+		if err := s.objs.Pyprogs.Put(uint32(site), &nt.Program.Prog); err != nil {
+			return err
+		}
+		s.programs[uint32(site)] = nt.Program
+	} else {
+		delete(s.programs, uint32(site))
+		_ = s.objs.Pyprogs.Put(uint32(site), &bpf.StagePyprog{})
+	}
+	if _, err := s.ArmWatch(code.Addr, uint32(site), code.Refcnt, nt.wake()); err != nil {
+		return err
+	}
+	*t = nt
 	return nil
 }
 
@@ -171,19 +246,20 @@ func (s *Session) SetThreadState(tid uint32, tstate, excSlot uint64) error {
 }
 
 // setFrameLayout gives watch_hit the offsets to walk a thread's frames.
-func (s *Session) setFrameLayout(l pyproc.Layout, v pyproc.Version) error {
+func (s *Session) setFrameLayout(l pyproc.Layout, sym *Symbolizer) error {
 	cfg := bpf.StagePyframeLayout{
 		TstateFrame: l.TstateFrame, CframeCurrent: l.CFrameCurrent,
 		FrameCode: l.FrameCode, FramePrevious: l.FramePrevious, CodeTagBits: l.FrameCodeTagBits,
 		Enabled: 1,
 	}
-	// 3.11 clears a returning frame before it stops being the current one.
-	s.popsCurrentFrame = v.Major == 3 && v.Minor == 11
+	if l.Version.Major == 3 && l.Version.Minor >= 12 {
+		cfg.ExcIsObject = 1
+	}
 	// Where no symbol names the frame-pop functions (a stripped build), a
 	// +1 cannot be told from a push by its place: count frames there too.
 	stripped := true
 	for _, fn := range framePop {
-		if s.symbolizer != nil && s.symbolizer.Has(fn) {
+		if sym != nil && sym.Has(fn) {
 			stripped = false
 		}
 	}
@@ -191,4 +267,39 @@ func (s *Session) setFrameLayout(l pyproc.Layout, v pyproc.Version) error {
 		cfg.WalkEntries = 1
 	}
 	return s.objs.Pyframes.Put(uint32(0), &cfg)
+}
+
+// setTrapLayout gives watch_hit what it needs to read at a trap.
+func (s *Session) setTrapLayout(proc *pyproc.Process) error {
+	t, err := proc.TrapLayout()
+	if err != nil {
+		return err
+	}
+	l := t.Layout
+	cfg := bpf.StagePylayout{
+		TstatePtr: t.TstatePtr, GilPtr: t.GILPtr, GilHolder: t.GILHolder,
+		TsNativeTid: l.TstateNativeThreadID, TsDatastackTop: l.TstateDatastackTop, TsFrame: l.TstateFrame,
+		FrCode: l.FrameCode, FrPrevious: l.FramePrevious, FrLocalsplus: l.FrameLocalsplus, FrInstr: l.FrameInstr,
+		FrValuestack: l.FrameValuestack, FrLasti: l.FrameLasti,
+		CoCode: l.CodeCode, CoStacksize: l.CodeStacksize, CoZombieframe: l.CodeZombieframe, CoNlocals: l.CodeNLocals,
+		BytesData: l.BytesData,
+		TpFlags:   l.TypeFlags, TpBasicsize: l.TypeBasicSize, TpDictoffset: l.TypeDictOffset,
+		TpMro: l.TypeMro, TpDict: l.TypeDict, HtCachedKeys: l.TypeCachedKeys,
+		AsciiData: l.ASCIIData, CompactData: l.CompactData,
+		FuncCode: l.FuncCode, ImFunc: l.WrapperCallable, ImSelf: l.WrapperCallable + 8,
+		MdDef: l.MemberDescrDef, MdefType: l.MemberDefType, MdefOffset: l.MemberDefOffset,
+		T_list: t.Types.List, T_tuple: t.Types.Tuple, T_dict: t.Types.Dict, T_str: t.Types.Str,
+		T_long: t.Types.Long, T_bool: t.Types.Bool, T_function: t.Types.Function, T_method: t.Types.Method,
+		T_member: t.Types.Member, T_cell: t.Types.Cell, T_property: t.Types.Property, T_getset: t.Types.GetSet,
+		None:  t.Types.None,
+		NsDev: t.NSDev, NsIno: t.NSIno,
+		Minor: uint8(t.Minor), Enabled: 1,
+		OpReturn: t.OpReturn, OpReturnInstr: t.OpReturnInstrumented,
+		OpCallFunction: t.OpCallFunction, OpCallMethod: t.OpCallMethod, OpCallKw: t.OpCallKW,
+		OpCallEx: t.OpCallEx, OpExtendedArg: t.OpExtArg,
+	}
+	if l.LongTagged {
+		cfg.LongTagged = 1
+	}
+	return s.objs.Pylayouts.Put(uint32(0), &cfg)
 }

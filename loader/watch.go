@@ -42,20 +42,18 @@ const (
 
 // ArmWatch puts a hardware write watchpoint on the 8 bytes at addr (a code
 // object's reference count) in every thread of pid, each running the
-// watch_hit program. inherit=1 covers the threads those threads create later.
+// watch_hit program. inherit=1 with inherit_thread covers the threads those
+// threads create later, and no process they fork: a child is not the target.
 // refcnt is the count read just before arming, the base for telling the first hit.
 func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64, wake Wake) (*Watch, error) {
 	if addr%8 != 0 {
 		return nil, fmt.Errorf("watch address %#x is not 8-byte aligned", addr)
 	}
-	w0 := bpf.StageWatch{Site: site, Wake: uint32(wake), Last: int64(refcnt)}
+	w0 := bpf.StageWatch{Site: site, Wake: uint32(wake), Last: int64(refcnt), Tgid: uint32(s.PID)}
 	if err := s.objs.Watches.Put(addr, &w0); err != nil {
 		return nil, fmt.Errorf("registering watch %#x: %w", addr, err)
 	}
-	if s.refcnt == nil {
-		s.refcnt, s.watchAddr = map[uint32]uint64{}, map[uint32]uint64{}
-	}
-	s.refcnt[site], s.watchAddr[site] = refcnt, addr
+	s.hits.watch(site, addr, refcnt)
 	w := &Watch{Addr: addr, Site: site}
 	tids, err := threads(s.PID)
 	if err != nil {
@@ -112,15 +110,22 @@ func (s *Session) DisarmWatch(w *Watch) {
 	_ = s.objs.Watches.Delete(w.Addr)
 }
 
-// perfBitRemoveOnExec (perf_event_attr.remove_on_exec, Linux 5.13): an
-// execve drops the breakpoint, so the new program is never trapped at an
-// address that meant something only in the old one.
-const perfBitRemoveOnExec = 1 << 36
+// perf_event_attr bits of Linux 5.13: inherit_thread limits inherit to
+// threads (CLONE_THREAD), so a forked child carries no breakpoint and its
+// calls are not taken for the target's; remove_on_exec drops the breakpoint
+// at an execve, so the new program is never trapped at an address that meant
+// something only in the old one.
+const (
+	perfBitInheritThread = 1 << 35
+	perfBitRemoveOnExec  = 1 << 36
+)
 
 func openBreakpoint(tid int, addr uint64) (int, error) {
-	fd, err := openBreakpointBits(tid, addr, perfBitRemoveOnExec)
+	fd, err := openBreakpointBits(tid, addr, perfBitInheritThread|perfBitRemoveOnExec)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) {
-		// An older kernel without remove_on_exec: the daemon detaches on exec.
+		// An older kernel: a forked child inherits the breakpoint, and
+		// watch_hit ignores its hits by their process; the daemon detaches
+		// on exec.
 		fd, err = openBreakpointBits(tid, addr, 0)
 	}
 	return fd, err

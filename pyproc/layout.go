@@ -95,6 +95,22 @@ type Layout struct {
 	MemberDescrDef, MemberDefType, MemberDefOffset uint64
 
 	SipHashRounds int // compression rounds: 2 (siphash24, 3.10) or 1 (siphash13)
+
+	// For reads at a watchpoint trap (BPFLayout). The running thread's state:
+	// _PyRuntime+RuntimeTstateCurrent (3.10, 3.11), or the holder of the GIL
+	// the interpreter points to at InterpGIL (3.12+, GILHolder in it).
+	RuntimeTstateCurrent, InterpGIL, GILHolder uint64
+	// The top of the thread's frame stack (3.11+): a returning frame lies
+	// just below it.
+	TstateDatastackTop uint64
+	// The instruction a 3.11+ frame executes (prev_instr, instr_ptr).
+	FrameInstr uint64
+	// Code sizes: 3.12+ co_framesize (words); 3.11 sums co_nlocalsplus and
+	// co_stacksize with the frame's fixed part.
+	CodeNLocalsPlus, CodeStacksize, CodeFramesize uint64
+	// 3.10's PyFrameObject and PyCodeObject: a returning call's caller keeps
+	// the callable and arguments on its value stack.
+	FrameValuestack, FrameLasti, CodeCode, CodeZombieframe uint64
 }
 
 // common fills what is the same from 3.10 to 3.14 (design.md's table).
@@ -140,6 +156,9 @@ func tableLayout(v Version) (Layout, error) {
 		l.FrameLocalsplus, l.CodeArgcount, l.CodeLocalsNames, l.CodeLocalsKinds = 0x160, 0x10, 0x48, 0
 		l.CodeNLocals, l.CodeCellvars, l.CodeFreevars = 0x1c, 0x58, 0x50
 		l.TypeCachedKeys = 0x368
+		l.RuntimeTstateCurrent = 0x238
+		l.CodeStacksize, l.CodeCode, l.CodeZombieframe = 0x20, 0x30, 0x80
+		l.FrameValuestack, l.FrameLasti = 0x40, 0x60
 	case 11:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x378, 0x10
 		l.TstateThreadID, l.TstateNativeThreadID, l.TstateExc = 0x98, 0xa0, 0x60
@@ -147,12 +166,16 @@ func tableLayout(v Version) (Layout, error) {
 		l.ASCIIData, l.CompactData, l.UnicodeHasReady = 0x30, 0x48, true
 		l.CodeFirstLine = 0x48
 		l.CodeArgcount, l.TypeCachedKeys = 0x38, 0x368
+		l.RuntimeTstateCurrent, l.TstateDatastackTop, l.FrameInstr = 0x240, 0x130, 0x38
+		l.CodeNLocalsPlus, l.CodeStacksize = 0x4c, 0x44
 	case 12:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x3b0, 0x48
 		l.TstateThreadID, l.TstateNativeThreadID, l.TstateExc = 0x88, 0x90, 0x60
 		l.TstateFrame, l.CFrameCurrent, l.FrameCode, l.FramePrevious = 0x38, 0, 0, 0x8
 		l.ASCIIData, l.CompactData = 0x28, 0x38
 		l.CodeFirstLine = 0x44
+		l.InterpGIL, l.GILHolder, l.TstateDatastackTop, l.FrameInstr = 0x180, 0x8, 0xf0, 0x38
+		l.CodeNLocalsPlus, l.CodeStacksize, l.CodeFramesize = 0x48, 0x40, 0x4c
 	default:
 		return Layout{}, fmt.Errorf("no offset table for CPython %s", v)
 	}
@@ -265,6 +288,14 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.CodeFilename, l.CodeName, l.CodeQualname = d["code.filename"], d["code.name"], d["code.qualname"]
 	l.CodeFirstLine = d["code.firstlineno"]
 	l.FrameLocalsplus, l.CodeArgcount = d["frame.localsplus"], d["code.argcount"]
+	l.FrameInstr = d["frame.instr_ptr"]
+	// The GIL the interpreter uses and its holder; the data-stack top follows
+	// the chunk pointer. Not in the debug offsets: co_nlocalsplus,
+	// co_stacksize and co_framesize, unchanged since 3.12.
+	// (interp.gil_holder is the holder's offset in the interpreter's own GIL.)
+	l.InterpGIL, l.GILHolder = d["interp.ceval_gil"], d["interp.gil_holder"]-d["interp.gil"]
+	l.TstateDatastackTop = d["tstate.datastack_chunk"] + 8
+	l.CodeNLocalsPlus, l.CodeStacksize, l.CodeFramesize = 0x48, 0x40, 0x4c
 	l.CodeLocalsNames, l.CodeLocalsKinds = d["code.localsplusnames"], d["code.localspluskinds"]
 	l.BytesData = d["bytes.ob_sval"]
 	l.ListSize, l.ListItems = d["list.ob_size"], d["list.ob_item"]

@@ -165,16 +165,6 @@ func (p *Process) ExceptionSlot(t Thread) uint64 {
 	return t.Addr + p.layout.TstateExc
 }
 
-// ExceptionName names the exception whose slot value (read at
-// ExceptionSlot) is v: the slot holds the type before 3.12, the exception
-// object since. "?" when unreadable.
-func (p *Process) ExceptionName(v uint64) string {
-	if !p.layout.Version.atLeast(3, 12) {
-		return p.typeName(v)
-	}
-	t, err := p.typeOf(v)
-	if err != nil {
-		return "?"
-	}
-	return p.typeName(t)
-}
+// TypeName is the name of the type object at t ("?" when unreadable): the
+// exception type watch_hit read for a call that raised.
+func (p *Process) TypeName(t uint64) string { return p.typeName(t) }

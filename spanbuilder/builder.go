@@ -42,6 +42,9 @@ type Event struct {
 	// looked like its entry was not a call (a Python code object
 	// referenced from the eval loop, then released).
 	Cancel bool
+	// Read is what the probe read beyond Values, for the layer between the
+	// loader and the builder (a Python call's fields, read at its exit).
+	Read any
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -49,6 +52,7 @@ type Call struct {
 	Stage      string
 	PID, TID   uint32
 	Start, End time.Time
+	EndBoot    uint64 // End as the probe read it (boot ns): names the call (VerifyKey)
 	RequestID  string
 	Values     []Value
 	Err        string
@@ -174,7 +178,7 @@ func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg 
 	site := b.sites[oc.site]
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
-		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end),
+		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end), EndBoot: end,
 		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch, requests: oc.requests,
 	}
 	b.Stats.observe(&c)

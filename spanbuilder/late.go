@@ -6,101 +6,120 @@ import (
 	"time"
 )
 
-// LateAccept holds a request's steps until the accepted count of their verify
-// arrives, for engines that resolve acceptance on the host after the next
-// step has already run (SGLang's overlap scheduler). Counts of a request
-// arrive in the order of its verifies, so they are matched first in, first out.
-// Only requests whose verifies were all traced can be matched that way; the
-// others (already decoding when tracing began) pass through without counts.
+// LateAccept holds the steps of a verify until the accepted counts of its
+// requests arrive, for engines that resolve acceptance on the host after
+// the next step has already run (SGLang's overlap scheduler). Which verify
+// a count belongs to is decided by the CountMatcher; LateAccept only puts
+// the counts on the spans and lets them go.
 type LateAccept struct {
-	next Sink
-	reqs map[string]*lateReq
-	// Steps waiting longer than this for their count go on without it.
+	next    Sink
+	waiting map[VerifyKey]*lateVerify
+	// Steps waiting longer than this for their counts go on without them.
 	GiveUpAfter time.Duration
 	Matched     uint64 // verifies that got their count
 	Unmatched   uint64 // verifies that went on without one
 	Drafts      int64  // sum of the counts matched: drafts accepted
 }
 
-type lateReq struct {
+// VerifyKey names one verify call: its thread and when it returned.
+type VerifyKey struct {
+	TID uint32
+	End uint64 // boot ns of its exit
+}
+
+type lateVerify struct {
 	held   []Step
-	counts []int64
-	last   time.Time
+	counts map[string]int64
+	closed bool // every count that will come has come
+	steps  int  // steps still expected (one per request)
+	since  time.Time
 }
 
 // NewLateAccept returns a LateAccept in front of next.
 func NewLateAccept(next Sink) *LateAccept {
-	return &LateAccept{next: next, reqs: map[string]*lateReq{}, GiveUpAfter: 2 * time.Second}
+	return &LateAccept{next: next, waiting: map[VerifyKey]*lateVerify{}, GiveUpAfter: 2 * time.Second}
 }
 
-// Follow starts matching counts for a request whose first verify is traced.
-func (l *LateAccept) Follow(rid string) {
-	if l.reqs[rid] == nil {
-		l.reqs[rid] = &lateReq{}
-	}
+// Expect says the verify key, serving n requests, will get counts: its
+// steps wait for them.
+func (l *LateAccept) Expect(key VerifyKey, n int, now time.Time) {
+	l.waiting[key] = &lateVerify{counts: map[string]int64{}, steps: n, since: now}
 }
-
-// Step implements Sink.
-func (l *LateAccept) Step(s Step) {
-	r := l.reqs[s.RequestID]
-	if r == nil {
-		if slices.ContainsFunc(s.Calls, func(c Call) bool { return c.Stage == "verify" }) {
-			l.Unmatched++ // not followed: its count cannot be placed for sure
-		}
-		l.next.Step(s)
-		return
-	}
-	r.held = append(r.held, s)
-	r.last = s.End
-	l.release(r, false)
-}
-
-// Accepted records the next verify's accepted count of a request.
-func (l *LateAccept) Accepted(rid string, n int64, at time.Time) {
-	r := l.reqs[rid]
-	if r == nil {
-		return
-	}
-	r.counts = append(r.counts, n)
-	if at.After(r.last) {
-		r.last = at
-	}
-	l.release(r, false)
-}
-
-// NoDrafts records that the request's next verify checked no draft (a
-// prefill in vLLM's batch): it gets no count, and keeps its place in line.
-func (l *LateAccept) NoDrafts(rid string, at time.Time) { l.Accepted(rid, noCount, at) }
 
 // noCount stands in a request's counts for a verify without drafts.
 const noCount = math.MinInt64
 
-func (l *LateAccept) release(r *lateReq, force bool) {
-	for len(r.held) > 0 {
-		s := r.held[0]
-		// A verify that raised produced no tokens: the count is the last
-		// completed verify's (a retry in the same step).
-		if v := lastVerify(s.Calls); v >= 0 {
-			if len(r.counts) == 0 {
-				if !force {
-					return
-				}
-				l.Unmatched++
-			} else if n := r.counts[0]; n == noCount {
-				r.counts = r.counts[1:]
-			} else {
-				c := &s.Calls[v]
-				c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: n})
-				l.Drafts += n
-				r.counts = r.counts[1:]
-				l.Matched++
-			}
-		}
-		r.held = r.held[1:]
-		l.next.Step(s)
+// Count records a request's accepted count on the verify key; NoCount
+// says the verify checked no draft of it (a prefill in vLLM's batch).
+func (l *LateAccept) Count(key VerifyKey, rid string, n int64) {
+	if v := l.waiting[key]; v != nil && !v.closed {
+		v.counts[rid] = n
 	}
 }
 
+// NoCount records that rid's verify key checked no draft.
+func (l *LateAccept) NoCount(key VerifyKey, rid string) { l.Count(key, rid, noCount) }
+
+// Close says every count of key has come (or none will): its steps go on.
+func (l *LateAccept) Close(key VerifyKey) {
+	v := l.waiting[key]
+	if v == nil {
+		return
+	}
+	v.closed = true
+	for _, s := range v.held {
+		l.release(v, s)
+	}
+	v.held = nil
+	l.done(key, v)
+}
+
+// Step implements Sink.
+func (l *LateAccept) Step(s Step) {
+	i := lastVerify(s.Calls)
+	if i < 0 {
+		l.next.Step(s)
+		return
+	}
+	key := VerifyKey{TID: s.Calls[i].TID, End: s.Calls[i].EndBoot}
+	v := l.waiting[key]
+	switch {
+	case v == nil:
+		l.Unmatched++ // no count will come for it
+		l.next.Step(s)
+	case v.closed:
+		l.release(v, s)
+		l.done(key, v)
+	default:
+		v.held = append(v.held, s)
+	}
+}
+
+// release hands s on with its request's count, if one came.
+func (l *LateAccept) release(v *lateVerify, s Step) {
+	v.steps--
+	n, ok := v.counts[s.RequestID]
+	switch {
+	case !ok:
+		l.Unmatched++
+	case n == noCount:
+	default:
+		c := &s.Calls[lastVerify(s.Calls)]
+		c.Values = append(slices.Clone(c.Values), Value{Name: "num_correct_drafts", V: n})
+		l.Drafts += n
+		l.Matched++
+	}
+	l.next.Step(s)
+}
+
+func (l *LateAccept) done(key VerifyKey, v *lateVerify) {
+	if v.closed && v.steps <= 0 {
+		delete(l.waiting, key)
+	}
+}
+
+// lastVerify is the step's verify: the last that did not raise (a verify
+// that raised produced no tokens; the retry in the same step is the one).
 func lastVerify(calls []Call) int {
 	for i := len(calls) - 1; i >= 0; i-- {
 		if calls[i].Stage == "verify" && calls[i].Err == "" {
@@ -110,26 +129,20 @@ func lastVerify(calls []Call) int {
 	return -1
 }
 
-// ForgetAll stops matching every request followed so far, releasing their
-// steps without counts: used when a count may have been lost.
-func (l *LateAccept) ForgetAll() {
-	for rid, r := range l.reqs {
-		l.release(r, true)
-		delete(l.reqs, rid)
-	}
-}
-
-// Expire releases what waited too long for its counts.
+// Expire lets go of what waited too long for its counts.
 func (l *LateAccept) Expire(now time.Time) {
-	for rid, r := range l.reqs {
-		if now.Sub(r.last) >= l.GiveUpAfter {
-			l.release(r, true)
-			if len(r.held) == 0 {
-				delete(l.reqs, rid)
-			}
+	for key, v := range l.waiting {
+		if now.Sub(v.since) >= l.GiveUpAfter {
+			l.Close(key)
+			delete(l.waiting, key)
 		}
 	}
 }
 
-// Close releases everything.
-func (l *LateAccept) Close() { l.ForgetAll() }
+// CloseAll lets everything go (the session ends).
+func (l *LateAccept) CloseAll() {
+	for key := range l.waiting {
+		l.Close(key)
+		delete(l.waiting, key)
+	}
+}

@@ -1,6 +1,7 @@
 package spanbuilder
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -9,117 +10,202 @@ type collect struct{ steps []Step }
 
 func (c *collect) Step(s Step) { c.steps = append(c.steps, s) }
 
-func verifyStep(rid string) Step {
-	return Step{RequestID: rid, Calls: []Call{{Stage: "draft"}, {Stage: "verify"}, {Stage: "draft_extend"}}}
+// step is one request's step of a traced verify.
+func step(rid string, key VerifyKey) Step {
+	return Step{RequestID: rid, Calls: []Call{{Stage: "draft"}, {Stage: "verify", TID: key.TID, EndBoot: key.End}, {Stage: "draft_extend"}}}
 }
 
 func count(s Step) (int64, bool) {
-	for _, v := range s.Calls[1].Values {
-		if v.Name == "num_correct_drafts" {
-			return v.V, true
+	for _, c := range s.Calls {
+		if c.Stage != "verify" || c.Err != "" {
+			continue
+		}
+		for _, v := range c.Values {
+			if v.Name == "num_correct_drafts" {
+				return v.V, true
+			}
 		}
 	}
 	return 0, false
 }
 
-// Counts arrive a step late (overlap scheduling) or at once; either way the
-// k-th count of a request lands on its k-th verify.
-func TestLateAcceptMatchesInOrder(t *testing.T) {
-	for _, lateBy := range []int{0, 1} {
-		out := &collect{}
-		l := NewLateAccept(out)
-		l.Follow("r")
-		accepted := []int64{3, 0, 4, 2}
-		for k := range accepted {
-			l.Step(verifyStep("r"))
-			if k-lateBy >= 0 {
-				l.Accepted("r", accepted[k-lateBy], time.Unix(1, 0))
+// engine plays a scheduler thread: step k verifies batches[k], and the
+// counts of step k are read lag steps later (after the verify of step
+// k+lag), as SGLang's normal (lag 0) and overlap (lag 1) loops do. Steps
+// before attach are run but not traced; their counts may still arrive.
+type engine struct {
+	batches  [][]string
+	lag      int
+	attach   int          // first traced step
+	lostRead map[int]bool // traced verifies whose requests could not be read
+	badCount map[int]bool // count reads that failed
+}
+
+// want is the count of rid at step k: distinct per step and request.
+func want(k, i int) int64 { return int64(10*k + i%10) }
+
+// run feeds the engine's events to a matcher and returns the steps out.
+func (e engine) run(t *testing.T) []Step {
+	out := &collect{}
+	late := NewLateAccept(out)
+	m := NewCountMatcher(late)
+	now := time.Unix(100, 0)
+	accept := func(k int) {
+		if k < 0 || k >= len(e.batches) {
+			return
+		}
+		if e.badCount[k] {
+			m.Unreadable(1)
+			return
+		}
+		counts := make([]int64, len(e.batches[k]))
+		for i := range counts {
+			counts[i] = want(k, i)
+		}
+		m.Counts(1, e.batches[k], counts)
+	}
+	var steps []Step
+	for k := range e.batches {
+		key := VerifyKey{TID: 1, End: uint64(1000 + k)}
+		if k >= e.attach {
+			rids := e.batches[k]
+			if e.lostRead[k] {
+				rids = nil
+			}
+			m.Verify(key, rids, now)
+			if rids != nil {
+				for _, rid := range rids {
+					steps = append(steps, step(rid, key))
+				}
 			}
 		}
-		if lateBy == 1 {
-			if len(out.steps) != 3 {
-				t.Fatalf("lateBy 1: %d steps out before the last count, want 3", len(out.steps))
+		if e.lag == 0 && k >= e.attach {
+			accept(k)
+		}
+		// The builder hands a step on when the next one begins.
+		for _, s := range steps {
+			late.Step(s)
+		}
+		steps = nil
+		if e.lag == 1 && k >= e.attach {
+			accept(k - 1)
+		}
+	}
+	if e.lag == 1 {
+		accept(len(e.batches) - 1)
+	}
+	late.CloseAll()
+	return out.steps
+}
+
+func batches(n int, f func(k int) []string) [][]string {
+	out := make([][]string, n)
+	for k := range out {
+		out[k] = f(k)
+	}
+	return out
+}
+
+// Every count that lands is the right one, and where the matching can
+// decide, every traced verify gets its count.
+func TestCountMatcherNeverWrong(t *testing.T) {
+	same := batches(12, func(int) []string { return []string{"a", "b", "c"} })
+	grow := batches(12, func(k int) []string {
+		out := []string{"a"}
+		for i := 1; i <= k%4; i++ {
+			out = append(out, fmt.Sprintf("r%d", i))
+		}
+		return out
+	})
+	for _, tc := range []struct {
+		name  string
+		e     engine
+		every bool // every traced verify's steps carry counts
+		least int  // or at least this many steps do
+	}{
+		{"overlap, fresh start", engine{batches: same, lag: 1}, true, 0},
+		{"normal, fresh start, batches change", engine{batches: grow, lag: 0}, true, 0},
+		{"overlap, attached mid-run, batches change", engine{batches: grow, lag: 1, attach: 3}, false, 20},
+		{"normal, attached mid-run, batches change", engine{batches: grow, lag: 0, attach: 3}, false, 20},
+		{"overlap, mid-run, the same batch every step", engine{batches: same, lag: 1, attach: 3}, false, 0},
+		{"normal, the same batch every step", engine{batches: same, lag: 0}, false, 0},
+		{"overlap, a verify read lost", engine{batches: grow, lag: 1, lostRead: map[int]bool{4: true}}, false, 25},
+		{"overlap, a count read failed", engine{batches: grow, lag: 1, badCount: map[int]bool{5: true}}, false, 25},
+		{"normal, a count read failed", engine{batches: grow, lag: 0, badCount: map[int]bool{2: true}}, false, 25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := tc.e.run(t)
+			got := 0
+			for _, s := range steps {
+				n, ok := count(s)
+				if !ok {
+					continue
+				}
+				k := int(s.Calls[1].EndBoot - 1000)
+				i := -1
+				for j, rid := range tc.e.batches[k] {
+					if rid == s.RequestID {
+						i = j
+					}
+				}
+				if n != want(k, i) {
+					t.Errorf("step %d %s: count %d, want %d", k, s.RequestID, n, want(k, i))
+				}
+				got++
 			}
-			l.Accepted("r", accepted[3], time.Unix(1, 0))
-		}
-		for i, s := range out.steps {
-			if n, ok := count(s); !ok || n != accepted[i] {
-				t.Errorf("lateBy %d step %d: count %d %v, want %d", lateBy, i, n, ok, accepted[i])
+			if tc.every && got != len(steps) {
+				t.Errorf("%d of %d steps got their count", got, len(steps))
 			}
-		}
-		if l.Matched != 4 || l.Unmatched != 0 {
-			t.Errorf("lateBy %d: matched %d unmatched %d", lateBy, l.Matched, l.Unmatched)
-		}
+			if got < tc.least {
+				t.Errorf("%d steps got their count, want at least %d", got, tc.least)
+			}
+		})
 	}
 }
 
-// A request not followed passes through without a count; forgetting
-// releases what was held, without counts; counts for unknown requests are
-// dropped.
-func TestLateAcceptUnfollowedAndForget(t *testing.T) {
+// A count read before a verify's steps reach the LateAccept (the normal
+// loop resolves within the step) still lands; a verify that raised does
+// not get it, its retry does; a request that had no draft gets none.
+func TestLateAcceptOrderRaisedAndNoDrafts(t *testing.T) {
 	out := &collect{}
-	l := NewLateAccept(out)
-	l.Step(verifyStep("x"))
-	l.Accepted("x", 2, time.Unix(1, 0))
-	l.Follow("r")
-	l.Step(verifyStep("r"))
-	if len(out.steps) != 1 {
-		t.Fatalf("%d steps out, want only the unfollowed one", len(out.steps))
-	}
-	l.ForgetAll()
-	if len(out.steps) != 2 {
-		t.Fatalf("ForgetAll released %d steps, want 2 in all", len(out.steps))
-	}
-	for _, s := range out.steps {
-		if _, ok := count(s); ok {
-			t.Errorf("%s got a count", s.RequestID)
-		}
-	}
-	if l.Unmatched != 2 || l.Matched != 0 {
-		t.Errorf("matched %d unmatched %d", l.Matched, l.Unmatched)
-	}
-}
-
-// A verify that raised produced no tokens: the count goes to the retry in
-// the same step, never to the failed call.
-func TestLateAcceptSkipsFailedVerify(t *testing.T) {
-	out := &collect{}
-	l := NewLateAccept(out)
-	l.Follow("r")
-	l.Step(Step{RequestID: "r", Calls: []Call{{Stage: "draft"}, {Stage: "verify", Err: "raised VerifyFailed"}, {Stage: "verify"}}})
-	l.Accepted("r", 3, time.Unix(1, 0))
-	if len(out.steps) != 1 {
-		t.Fatalf("%d steps out, want 1", len(out.steps))
-	}
-	calls := out.steps[0].Calls
-	if len(calls[1].Values) != 0 {
-		t.Errorf("the failed verify got %v", calls[1].Values)
-	}
-	if len(calls[2].Values) != 1 || calls[2].Values[0].V != 3 {
-		t.Errorf("the retry got %v, want num_correct_drafts 3", calls[2].Values)
-	}
-}
-
-// A verify that checked no draft (vLLM prefill) takes its place in line
-// without a count: the next count goes to the next verify.
-func TestLateAcceptNoDrafts(t *testing.T) {
-	out := &collect{}
-	l := NewLateAccept(out)
-	l.Follow("r")
-	l.Step(verifyStep("r"))
-	l.Step(verifyStep("r"))
-	l.NoDrafts("r", time.Unix(1, 0))
-	l.Accepted("r", 2, time.Unix(1, 0))
+	late := NewLateAccept(out)
+	key := VerifyKey{TID: 1, End: 7}
+	late.Expect(key, 2, time.Unix(1, 0))
+	late.Count(key, "r", 3)
+	late.NoCount(key, "p")
+	late.Close(key)
+	late.Step(Step{RequestID: "r", Calls: []Call{{Stage: "verify", Err: "raised VerifyFailed", TID: 1, EndBoot: 5}, {Stage: "verify", TID: 1, EndBoot: 7}}})
+	late.Step(step("p", key))
 	if len(out.steps) != 2 {
 		t.Fatalf("%d steps out, want 2", len(out.steps))
 	}
-	if n, ok := count(out.steps[0]); ok {
-		t.Errorf("the verify without drafts got count %d", n)
+	if len(out.steps[0].Calls[0].Values) != 0 {
+		t.Errorf("the verify that raised got %v", out.steps[0].Calls[0].Values)
 	}
-	if n, ok := count(out.steps[1]); !ok || n != 2 {
-		t.Errorf("second verify: count %d %v, want 2", n, ok)
+	if n, ok := count(out.steps[0]); !ok || n != 3 {
+		t.Errorf("the retry: count %d %v, want 3", n, ok)
 	}
-	if l.Matched != 1 || l.Unmatched != 0 {
-		t.Errorf("matched %d unmatched %d, want 1 and 0", l.Matched, l.Unmatched)
+	if _, ok := count(out.steps[1]); ok {
+		t.Errorf("the request without drafts got a count")
+	}
+	if late.Matched != 1 || late.Unmatched != 0 || len(late.waiting) != 0 {
+		t.Errorf("matched %d unmatched %d waiting %d", late.Matched, late.Unmatched, len(late.waiting))
+	}
+}
+
+// Steps that wait too long go on without counts.
+func TestLateAcceptExpire(t *testing.T) {
+	out := &collect{}
+	late := NewLateAccept(out)
+	key := VerifyKey{TID: 1, End: 7}
+	late.Expect(key, 1, time.Unix(1, 0))
+	late.Step(step("r", key))
+	late.Expire(time.Unix(2, 0))
+	if len(out.steps) != 0 {
+		t.Fatalf("released before GiveUpAfter")
+	}
+	late.Expire(time.Unix(4, 0))
+	if len(out.steps) != 1 || late.Unmatched != 1 {
+		t.Fatalf("%d steps out, unmatched %d; want 1 and 1", len(out.steps), late.Unmatched)
 	}
 }

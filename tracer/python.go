@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
@@ -17,8 +18,9 @@ import (
 type pySession struct {
 	proc    *pyproc.Process
 	targets []loader.PyTarget
-	reqs    *pyRequests
+	calls   *pyCalls
 	late    *spanbuilder.LateAccept
+	match   *spanbuilder.CountMatcher
 	sess    *loader.Session
 	log     io.Writer
 	// Threads whose exception slot watch_hit knows; others are looked up
@@ -85,7 +87,7 @@ func (p *pySession) codeFreed(site int) {
 	case code.Addr == old || code.Suspends() || code.Immortal:
 		fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): its code object was freed and no traceable one replaced it: no longer traced\n", st.Name, st.Module, st.Qualname)
 	default:
-		if err := p.sess.RearmPython(site, code); err != nil {
+		if err := p.sess.RearmPython(site, code, p.proc); err != nil {
 			fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): code object replaced, but watching the new one failed: %v\n", st.Name, st.Module, st.Qualname, err)
 			return
 		}
@@ -118,12 +120,18 @@ func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilde
 	for _, t := range p.targets {
 		if t.Stage.Name == probes.Accept {
 			p.late = spanbuilder.NewLateAccept(next)
+			p.match = spanbuilder.NewCountMatcher(p.late)
 			out = p.late
 		}
 	}
-	p.reqs = newPyRequests(p.proc, sess, p.late)
+	p.calls = &pyCalls{sites: sess.PySite, match: p.match, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastOrd: map[uint32]int{}}
+	for _, t := range p.targets {
+		if t.UserReads() {
+			p.calls.user = &userReads{proc: p.proc, held: map[uint32]heldCounts{}}
+		}
+	}
 	if p.sameBatch {
-		p.reqs.stepRids = map[uint32][]string{}
+		p.calls.stepRids = map[uint32][]string{}
 	}
 	return out
 }
@@ -139,7 +147,7 @@ func (p *pySession) lateCounts() bool { return p != nil && p.late != nil }
 
 func (p *pySession) flush() {
 	if p != nil && p.late != nil {
-		p.late.Close()
+		p.late.CloseAll()
 	}
 }
 
@@ -151,6 +159,16 @@ func (p *pySession) describe(w io.Writer) {
 	for _, t := range p.targets {
 		fmt.Fprintf(w, "  %-12s %s.%s (%s:%d) code object %#x, watched on every thread\n",
 			t.Stage.Name, t.Stage.Module, t.Stage.Qualname, t.Code.Filename, t.Code.FirstLine, t.Code.Addr)
+		switch {
+		case t.Program != nil:
+			var paths []string
+			for _, f := range t.Program.Fields {
+				paths = append(paths, f.Path)
+			}
+			fmt.Fprintf(w, "  %-12s reads %s at each return, in the watchpoint program\n", "", strings.Join(paths, ", "))
+		case t.UserReads():
+			fmt.Fprintf(w, "  %-12s reads its values from user space while calls run, which a short call can outrun: %s\n", "", t.NotCompiled)
+		}
 	}
 }
 
@@ -167,11 +185,11 @@ func (p *pySession) filter(add func(*spanbuilder.Event)) func(*spanbuilder.Event
 		if e.Exit && e.Err != "" {
 			for _, v := range e.Values[:e.NValues] {
 				if v.Name == "exception" {
-					e.Err = "raised " + p.proc.ExceptionName(uint64(v.V))
+					e.Err = "raised " + p.proc.TypeName(uint64(v.V))
 				}
 			}
 		}
-		if p.reqs.handle(e) {
+		if p.calls.handle(e) {
 			add(e)
 		}
 	}
@@ -181,7 +199,7 @@ func (p *pySession) stats() *PyStats {
 	if p == nil {
 		return nil
 	}
-	st := p.reqs.Stats
+	st := p.calls.Stats
 	st.Replaced = p.replaced
 	if p.late != nil {
 		st.Matched, st.Unmatched, st.AcceptedDrafts = p.late.Matched, p.late.Unmatched, p.late.Drafts

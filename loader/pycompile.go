@@ -1,0 +1,357 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/pyproc"
+)
+
+// What a Python stage reads (its requests, its when, its accepted counts) is
+// compiled once, at attach, into a program of offsets and steps that
+// watch_hit runs at the pop of each call (bpf/pyread.h). A path the program
+// cannot express is read from user space instead, and attach says so.
+
+// PyRole says what a field of a Python stage's reads is for.
+type PyRole uint8
+
+const (
+	RoleRequests PyRole = iota // the request ids the call served
+	RoleWhen                   // the value its when compares
+	RoleAccepted               // accepted counts, index-aligned with the requests
+	RoleDrafted                // the requests that had drafts
+)
+
+// PyField is one compiled read, for decoding and messages.
+type PyField struct {
+	Role  PyRole
+	Path  string   // as the spec wrote it: batch.reqs[*].rid
+	Steps []string // each step's text, for saying where a read failed
+}
+
+// Where tells where in f's path a read failed: "batch" (the root), or the
+// path up to the failing step (batch.reqs[*]).
+func (f PyField) Where(e *PyReadError) string {
+	if e == nil || e.Step < 0 || e.Step >= len(f.Steps) {
+		return f.Steps[0]
+	}
+	return strings.Join(f.Steps[:e.Step+2], "")
+}
+
+// PyProgram is a stage's reads as the BPF reader runs them.
+type PyProgram struct {
+	Prog   bpf.StagePyprog
+	Fields []PyField
+}
+
+// Limits of the BPF reader (bpf/pyread.h).
+const (
+	pyMaxFields = 8
+	pyMaxSteps  = 8
+	pyMaxNames  = 8
+	pyNameLen   = 40
+	pyStrMax    = 128
+	pyMaxArgs   = 8
+)
+
+// Root kinds and step ops of bpf/pyread.h.
+const (
+	pyRootArg    = 1
+	pyRootReturn = 2
+	pyRootCaller = 3
+
+	pyOpAttr    = 1
+	pyOpIndex   = 2
+	pyOpKey     = 3
+	pyOpIter    = 4
+	pyOpIterSeq = 5
+	pyOpLen     = 6
+
+	pyfLen     = 1
+	pyfIterSeq = 2
+)
+
+// ReturnArg names a stage's return value where a spec names an argument.
+const ReturnArg = "return"
+
+// PyCompileInput is what compiling a stage's reads needs to know.
+type PyCompileInput struct {
+	Stage      *probes.Stage
+	Minor      int               // CPython 3.<Minor>
+	Code       *pyproc.CodeSlots // the stage's code object
+	Caller     *pyproc.CodeSlots // read_from's code object, if any
+	CallerAddr uint64
+	Hash       func(string) (uint64, error) // the target's str hash
+}
+
+// CompilePython compiles what a Python stage reads; nil when it reads
+// nothing. An error says why the BPF reader cannot read it (user space
+// then does, racing the call).
+func CompilePython(in PyCompileInput) (*PyProgram, error) {
+	st := in.Stage
+	c := &pyCompiler{in: in, out: &PyProgram{}}
+	if r := st.Requests; r != nil {
+		fromCaller := st.ReadFrom != ""
+		if err := c.field(RoleRequests, r.Arg, r.Path, r.ID, fromCaller, true, false); err != nil {
+			return nil, err
+		}
+	}
+	if w := st.When; w != nil {
+		if err := c.field(RoleWhen, w.Arg, w.Path, "", false, false, false); err != nil {
+			return nil, err
+		}
+	}
+	if a := st.Accepted; a != nil {
+		if err := c.field(RoleAccepted, a.Arg, a.Path, "", st.ReadFrom != "", false, a.Len); err != nil {
+			return nil, err
+		}
+	}
+	if d := st.Drafted; d != nil {
+		if err := c.field(RoleDrafted, d.Arg, d.Path, "", st.ReadFrom != "", false, false); err != nil {
+			return nil, err
+		}
+	}
+	if len(c.out.Fields) == 0 {
+		return nil, nil
+	}
+	p := &c.out.Prog
+	p.Nfields = uint32(len(c.out.Fields))
+	if in.Code != nil {
+		p.FrameBytes = uint32(in.Code.FrameBytes)
+		p.Nlocalsplus = uint32(in.Code.NLocalsPlus)
+		p.Nargs = uint32(in.Code.ArgCount)
+	}
+	p.CallerCode = in.CallerAddr
+	return c.out, nil
+}
+
+type pyCompiler struct {
+	in    PyCompileInput
+	out   *PyProgram
+	names []string
+}
+
+// field compiles arg.path(.id): ids says the path names requests (a list of
+// them or one; without [*], a list is walked when there is one), fromCaller
+// reads arg in the caller's frame (read_from), length takes each value's len.
+func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, length bool) error {
+	if len(c.out.Fields) == pyMaxFields {
+		return fmt.Errorf("more than %d values to read", pyMaxFields)
+	}
+	full := joinPath(arg, path, id)
+	var f bpf.StagePyfield
+	if err := c.root(&f, arg, fromCaller); err != nil {
+		var missing *MissingNameError
+		if errors.As(err, &missing) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", full, err)
+	}
+	steps, err := pyproc.ParsePath(path)
+	if err != nil {
+		return err
+	}
+	iter := -1
+	for i, s := range steps {
+		if s.All {
+			if iter >= 0 {
+				return fmt.Errorf("%s: more than one [*]", full)
+			}
+			iter = i
+		}
+	}
+	if ids && iter < 0 {
+		// A list of requests (or ids) is walked; one request is itself.
+		steps = append(steps, pyproc.PathStep{All: true})
+		iter = len(steps) - 1
+		f.Flags |= pyfIterSeq
+	}
+	if id != "" {
+		more, err := pyproc.ParsePath(id)
+		if err != nil {
+			return err
+		}
+		for _, s := range more {
+			if s.All {
+				return fmt.Errorf("%s: [*] in a request's id", full)
+			}
+		}
+		steps = append(steps, more...)
+	}
+	if length {
+		steps = append(steps, pyproc.PathStep{Text: "len"})
+		f.Flags |= pyfLen
+	}
+	if len(steps) > pyMaxSteps {
+		return fmt.Errorf("%s: %d steps, more than %d", full, len(steps), pyMaxSteps)
+	}
+	f.Iter = pyMaxSteps
+	if iter >= 0 {
+		f.Iter = uint8(iter)
+	}
+	for i, s := range steps {
+		st := &f.Steps[i]
+		switch {
+		case s.Text == "len" && i == len(steps)-1 && length:
+			st.Op = pyOpLen
+		case s.All:
+			st.Op = pyOpIter
+			if f.Flags&pyfIterSeq != 0 && i == iter {
+				st.Op = pyOpIterSeq
+			}
+		case s.Attr != "":
+			st.Op = pyOpAttr
+		case s.IsKey:
+			st.Op = pyOpKey
+		default:
+			st.Op = pyOpIndex
+			st.Index = int32(s.Index)
+		}
+		if st.Op == pyOpAttr || st.Op == pyOpKey {
+			name := s.Attr
+			if st.Op == pyOpKey {
+				name = s.Key
+			}
+			ix, err := c.name(name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", full, err)
+			}
+			st.Name = uint8(ix)
+		}
+	}
+	f.Nsteps = uint8(len(steps))
+	f.Maxstr = pyStrMax
+	texts := []string{arg}
+	for _, s := range steps {
+		t := s.Text
+		switch {
+		case t == "len":
+			t = " (its length)"
+		case s.All && t == "":
+			t = "[*]"
+		}
+		texts = append(texts, t)
+	}
+	c.out.Prog.Fields[len(c.out.Fields)] = f
+	c.out.Fields = append(c.out.Fields, PyField{Role: role, Path: full, Steps: texts})
+	return nil
+}
+
+// root says where arg is at the pop: a slot of the returning frame (3.11+),
+// an argument the caller passed (3.10), the return value, or a local of the
+// caller (read_from).
+func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) error {
+	in := c.in
+	if arg == ReturnArg {
+		if fromCaller {
+			return fmt.Errorf("the return value is the stage's own, not its caller's")
+		}
+		f.Root = pyRootReturn
+		return nil
+	}
+	code, what := in.Code, "the stage"
+	if fromCaller {
+		code, what = in.Caller, "the caller "+in.Stage.ReadFrom
+	}
+	if code == nil {
+		return fmt.Errorf("no code object for %s", what)
+	}
+	// On 3.10 a captured argument is named twice, as an argument and as a
+	// cell: the running frame holds its value in the cell.
+	slot, last := -1, -1
+	for i, n := range code.Names {
+		if n == arg {
+			if slot < 0 {
+				slot = i
+			}
+			last = i
+		}
+	}
+	if slot < 0 {
+		return &MissingNameError{What: what, Name: arg, Have: code.Names}
+	}
+	switch {
+	case fromCaller:
+		f.Root = pyRootCaller
+		slot = last
+		if code.Cell[slot] {
+			f.Cell = 1
+		}
+	case in.Minor == 10:
+		// The caller's stack holds the positional arguments only.
+		if slot >= code.ArgCount {
+			return fmt.Errorf("%q is not a positional argument: on CPython 3.10 only those can be read at the trap", arg)
+		}
+		if slot >= pyMaxArgs {
+			return fmt.Errorf("%q is argument %d: the reader finds the first %d", arg, slot, pyMaxArgs)
+		}
+		f.Root = pyRootArg
+	default:
+		f.Root = pyRootArg
+		if code.Cell[slot] {
+			f.Cell = 1
+		}
+	}
+	f.Slot = uint16(slot)
+	return nil
+}
+
+// MissingNameError: the spec names an argument or local the function does
+// not have (the spec was written for another version of the program).
+type MissingNameError struct {
+	What, Name string
+	Have       []string
+}
+
+func (e *MissingNameError) Error() string {
+	return fmt.Sprintf("%s has no argument or local %s (it has: %s)", e.What, e.Name, strings.Join(e.Have, ", "))
+}
+
+// name adds an attribute name or str key to the program's table.
+func (c *pyCompiler) name(s string) (int, error) {
+	for i, n := range c.names {
+		if n == s {
+			return i, nil
+		}
+	}
+	if len(c.names) == pyMaxNames {
+		return 0, fmt.Errorf("more than %d names", pyMaxNames)
+	}
+	if len(s) > pyNameLen {
+		return 0, fmt.Errorf("name %q is longer than %d bytes", s, pyNameLen)
+	}
+	for _, r := range s {
+		if r >= 0x80 {
+			return 0, fmt.Errorf("name %q is not ASCII", s)
+		}
+	}
+	h, err := c.in.Hash(s)
+	if err != nil {
+		return 0, err
+	}
+	ix := len(c.names)
+	c.names = append(c.names, s)
+	n := &c.out.Prog.Names[ix]
+	n.Hash, n.Len = h, uint32(len(s))
+	for i := range len(s) {
+		n.S[i] = int8(s[i])
+	}
+	return ix, nil
+}
+
+func joinPath(arg, path, id string) string {
+	out := arg
+	if path != "" {
+		if !strings.HasPrefix(path, "[") {
+			out += "."
+		}
+		out += path
+	}
+	if id != "" {
+		out += "." + id
+	}
+	return out
+}

@@ -1,0 +1,292 @@
+package loader
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unicode/utf16"
+
+	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+// Decoding what watch_hit read at a Python call's pop (bpf/pyread.h): a
+// stream of fields, each a value or a list of values, or the reason it
+// could not be read.
+
+// PyObject is a value the reader did not convert: an object of that type.
+type PyObject struct{ Type uint64 }
+
+// PyValues is one field of a call's reads. Values holds nil (None), bool,
+// int64, string or PyObject; List says the field walked every item (else it
+// holds one value).
+type PyValues struct {
+	Values []any
+	List   bool
+	Err    *PyReadError
+}
+
+// PyReadError says why a field could not be read at the trap.
+type PyReadError struct {
+	Code   uint8
+	Step   int // the path's step that failed (-1: its start)
+	Item   int // the item of a [*] (-1: none)
+	Detail uint64
+}
+
+// Reasons of bpf/pyread.h's enum py_err.
+var pyErrText = []string{
+	"", "unreadable memory", "the object was freed (a temporary argument?)", "not the type the path needs",
+	"no such attribute", "no such key", "index out of range", "too big (items, string or dict probes)",
+	"a property: computed by Python code, not readable", "not set", "the call's frame was not found",
+	"no return value (it returned a constant or raised)", "an int wider than 64 bits",
+	"the argument was passed by keyword",
+}
+
+const (
+	pyErrRead    = 1
+	pyErrFreed   = 2
+	pyErrType    = 3
+	pyErrNoFrame = 10
+)
+
+func (e *PyReadError) Error() string {
+	msg := fmt.Sprintf("error %d", e.Code)
+	if int(e.Code) < len(pyErrText) {
+		msg = pyErrText[e.Code]
+	}
+	if e.Item >= 0 {
+		msg = fmt.Sprintf("item %d: %s", e.Item, msg)
+	}
+	switch e.Code {
+	case pyErrNoFrame:
+		msg += fmt.Sprintf(" (check %d)", e.Detail)
+	case pyErrFreed, pyErrType, pyErrRead:
+		msg += fmt.Sprintf(" (at %#x)", e.Detail)
+	}
+	return msg
+}
+
+// Markers and tags of the payload stream.
+const (
+	pfBegin = 0xf0
+	pfEnd   = 0xf1
+	pfErr   = 0xf2
+	pfList  = 0xf3
+
+	ptNone = 0
+	ptInt  = 1
+	ptStr  = 2
+	ptBool = 3
+	ptObj  = 4
+)
+
+// decodePyPayload splits a call's payload into its fields (n of them).
+func decodePyPayload(b []byte, n int) ([]PyValues, error) {
+	out := make([]PyValues, 0, n)
+	for len(b) > 0 {
+		if len(b) < 2 || b[0] != pfBegin {
+			return nil, fmt.Errorf("payload: field %d: bad start %#x", len(out), b[0])
+		}
+		if int(b[1]) != len(out) {
+			return nil, fmt.Errorf("payload: field %d where %d was expected", b[1], len(out))
+		}
+		b = b[2:]
+		var f PyValues
+		if len(b) > 0 && b[0] == pfList {
+			f.List = true
+			b = b[1:]
+		}
+	values:
+		for {
+			if len(b) == 0 {
+				return nil, fmt.Errorf("payload: field %d: truncated", len(out))
+			}
+			switch b[0] {
+			case pfEnd:
+				b = b[1:]
+				break values
+			case pfErr:
+				if len(b) < 13 {
+					return nil, fmt.Errorf("payload: field %d: truncated error", len(out))
+				}
+				e := &PyReadError{Code: b[1], Step: int(int8(b[2])), Item: int(int16(binary.LittleEndian.Uint16(b[3:]))), Detail: binary.LittleEndian.Uint64(b[5:])}
+				if b[2] == 0xff {
+					e.Step = -1
+				}
+				f.Err, f.Values = e, nil
+				b = b[13:]
+				break values
+			}
+			v, rest, err := decodePyValue(b)
+			if err != nil {
+				return nil, fmt.Errorf("payload: field %d: %w", len(out), err)
+			}
+			f.Values = append(f.Values, v)
+			b = rest
+		}
+		out = append(out, f)
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("payload: %d fields where %d were expected", len(out), n)
+	}
+	return out, nil
+}
+
+func decodePyValue(b []byte) (any, []byte, error) {
+	switch b[0] {
+	case ptNone:
+		return nil, b[1:], nil
+	case ptInt:
+		if len(b) < 9 {
+			return nil, nil, fmt.Errorf("truncated int")
+		}
+		return int64(binary.LittleEndian.Uint64(b[1:])), b[9:], nil
+	case ptBool:
+		if len(b) < 2 {
+			return nil, nil, fmt.Errorf("truncated bool")
+		}
+		return b[1] != 0, b[2:], nil
+	case ptObj:
+		if len(b) < 9 {
+			return nil, nil, fmt.Errorf("truncated object")
+		}
+		return PyObject{Type: binary.LittleEndian.Uint64(b[1:])}, b[9:], nil
+	case ptStr:
+		if len(b) < 4 {
+			return nil, nil, fmt.Errorf("truncated str")
+		}
+		kind, n := int(b[1]), int(binary.LittleEndian.Uint16(b[2:]))
+		if len(b) < 4+n || kind == 0 || n%kind != 0 {
+			return nil, nil, fmt.Errorf("bad str (kind %d, %d bytes)", kind, n)
+		}
+		return decodeStr(b[4:4+n], kind), b[4+n:], nil
+	}
+	return nil, nil, fmt.Errorf("unknown tag %#x", b[0])
+}
+
+// decodeStr turns a compact str's data (1, 2 or 4 bytes a character) into
+// a Go string.
+func decodeStr(b []byte, kind int) string {
+	switch kind {
+	case 1:
+		ascii := true
+		for _, c := range b {
+			ascii = ascii && c < 0x80
+		}
+		if ascii {
+			return string(b)
+		}
+		r := make([]rune, len(b))
+		for i, c := range b {
+			r[i] = rune(c) // latin-1
+		}
+		return string(r)
+	case 2:
+		u := make([]uint16, len(b)/2)
+		for i := range u {
+			u[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+		return string(utf16.Decode(u))
+	}
+	r := make([]rune, len(b)/4)
+	for i := range r {
+		r[i] = rune(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return string(r)
+}
+
+// PyCallRead is what a Python call's exit carries (spanbuilder.Event.Read)
+// when its site reads at the trap: every field, or why none could be read.
+type PyCallRead struct {
+	Fields []PyValues
+	Err    error
+}
+
+// pyAssembler joins a trap's payload records (bpf/pyread.h py_flush): the
+// first comes with the hit, continuations follow on the same thread.
+type pyAssembler struct {
+	fields func(site uint32) int // fields read at a site's pops; 0 for none
+	held   map[uint32]*heldCall  // by thread
+	Lost   uint64                // payloads cut by a lost record
+}
+
+type heldCall struct {
+	ev   spanbuilder.Event
+	data []byte
+	next uint16
+}
+
+func newPyAssembler(fields func(uint32) int) *pyAssembler {
+	return &pyAssembler{fields: fields, held: map[uint32]*heldCall{}}
+}
+
+// start takes an exit's hit; true when ev is complete (its Read set, or
+// the site reads nothing), false when continuation records are awaited.
+func (a *pyAssembler) start(w *bpf.StageWatchEvent, payload []byte, ev *spanbuilder.Event) bool {
+	n := a.fields(w.Site)
+	switch {
+	case n == 0:
+		return true
+	case w.Flags&wPayload == 0:
+		ev.Read = &PyCallRead{Err: &PyReadError{Code: w.Pyerr, Step: -1, Item: -1, Detail: uint64(w.PyerrAt)}}
+		return true
+	case w.Last != 0:
+		ev.Read = a.decode(payload, n)
+		return true
+	}
+	a.held[w.Tid] = &heldCall{ev: *ev, data: append([]byte(nil), payload...), next: 1}
+	return false
+}
+
+// more takes a continuation record; true when it completed a held call,
+// which is then in ev.
+func (a *pyAssembler) more(w *bpf.StageWatchEvent, payload []byte, ev *spanbuilder.Event) bool {
+	h := a.held[w.Tid]
+	if h == nil {
+		return false // the start was lost, or given up on
+	}
+	if w.Seq != h.next {
+		delete(a.held, w.Tid)
+		a.Lost++
+		*ev = h.ev
+		ev.Read = &PyCallRead{Err: fmt.Errorf("part of what was read at the trap was lost (the ring buffer was full)")}
+		return true
+	}
+	h.data = append(h.data, payload...)
+	h.next++
+	if w.Last == 0 {
+		return false
+	}
+	delete(a.held, w.Tid)
+	*ev = h.ev
+	ev.Read = a.decode(h.data, a.fields(w.Site))
+	return true
+}
+
+// abandon gives up on a thread's held call: its next hit came first.
+func (a *pyAssembler) abandon(tid uint32) (spanbuilder.Event, bool) {
+	h := a.held[tid]
+	if h == nil {
+		return spanbuilder.Event{}, false
+	}
+	delete(a.held, tid)
+	a.Lost++
+	h.ev.Read = &PyCallRead{Err: fmt.Errorf("part of what was read at the trap was lost (the ring buffer was full)")}
+	return h.ev, true
+}
+
+// flush gives up on every held call (the session ends).
+func (a *pyAssembler) flush() []spanbuilder.Event {
+	var out []spanbuilder.Event
+	for tid := range a.held {
+		if ev, ok := a.abandon(tid); ok {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (a *pyAssembler) decode(b []byte, n int) *PyCallRead {
+	f, err := decodePyPayload(b, n)
+	return &PyCallRead{Fields: f, Err: err}
+}

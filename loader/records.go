@@ -1,0 +1,61 @@
+package loader
+
+import (
+	"unsafe"
+
+	"github.com/specprobe/specprobe/bpf"
+)
+
+// Ring-buffer records, decoded with the types bpf2go generated from
+// bpf/stage.c: every record starts with the same header, whose kind byte
+// says which struct it is (TestRecordLayout ties the offsets to the C).
+
+// Kinds of bpf/stage.c's enum kind.
+const (
+	kindEntry  = 0
+	kindExit   = 1
+	kindWatch  = 2
+	kindPyData = 3
+)
+
+// kindOffset is where the kind byte sits: after boot_ns, pid, tid, site.
+const kindOffset = 20
+
+func recordKind(raw []byte) (uint8, bool) {
+	if len(raw) <= kindOffset {
+		return 0, false
+	}
+	return raw[kindOffset], true
+}
+
+// view casts raw to a *T when it holds one, aligned as T needs: the ring
+// buffer hands out 8-byte aligned records, and a copy (an unaligned slice)
+// falls back to a copy of the bytes.
+func view[T any](raw []byte) (*T, bool) {
+	var zero T
+	n := int(unsafe.Sizeof(zero))
+	if len(raw) < n {
+		return nil, false
+	}
+	if uintptr(unsafe.Pointer(&raw[0]))%unsafe.Alignof(zero) != 0 {
+		t := new(T)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(t)), n), raw)
+		return t, true
+	}
+	return (*T)(unsafe.Pointer(&raw[0])), true
+}
+
+func stageRecord(raw []byte) (*bpf.StageEvent, bool) { return view[bpf.StageEvent](raw) }
+
+// watchRecord is a watchpoint hit and the payload after it.
+func watchRecord(raw []byte) (*bpf.StageWatchEvent, []byte, bool) {
+	w, ok := view[bpf.StageWatchEvent](raw)
+	if !ok {
+		return nil, nil, false
+	}
+	hdr := int(unsafe.Sizeof(*w))
+	if int(w.Len) > len(raw)-hdr {
+		return nil, nil, false
+	}
+	return w, raw[hdr : hdr+int(w.Len)], true
+}

@@ -1,0 +1,198 @@
+package loader
+
+import (
+	"strings"
+
+	"github.com/specprobe/specprobe/bpf"
+)
+
+// Telling a Python call's entry and exit from other writes to its code
+// object's reference count. Pure: a decoded hit in, a verdict out; the
+// interpreter's symbols come through Namer.
+
+// Namer names the function an instruction pointer is in (Symbolizer).
+type Namer interface {
+	Name(ip uint64) string
+	Has(fn string) bool
+}
+
+// Hit is a watchpoint hit classified.
+type Hit uint8
+
+const (
+	HitIgnored Hit = iota // no call begins or ends here
+	HitEntry
+	HitExit
+	HitCancel // withdraws the thread's latest tentative entry of the site: it was no call
+	HitFreed  // the code object was freed: its site is to be disarmed
+	HitStale  // from a code object no longer watched (freed, or replaced)
+)
+
+// watchDecoder keeps, per site and thread, what the hits so far said.
+type watchDecoder struct {
+	namer Namer
+	// Last reference count seen per watched site: a hit raising it is a
+	// frame push (entry), one lowering it a pop (exit).
+	refcnt map[uint32]uint64
+	addr   map[uint32]uint64 // the object each site's watch is on
+	// Calls of each site open on each thread, as decoded so far, and
+	// entries from the eval loop not yet closed by a frame pop.
+	open, tentative map[watchKey]int
+	ipClasses       map[uint64]ipClass
+	// Python 3.12+: frame_dealloc releases a frame object's own reference.
+	frameObjectOwnsCode bool
+	// Python 3.11 pops a frame while it is still the current one.
+	popsCurrentFrame bool
+	Ignored          uint64 // hits that were no call
+}
+
+type watchKey struct {
+	site, tid uint32
+}
+
+func newWatchDecoder(n Namer) *watchDecoder {
+	return &watchDecoder{namer: n, refcnt: map[uint32]uint64{}, addr: map[uint32]uint64{},
+		open: map[watchKey]int{}, tentative: map[watchKey]int{}, ipClasses: map[uint64]ipClass{}}
+}
+
+// watch starts following site on the code object at addr, whose count was
+// refcnt when armed.
+func (d *watchDecoder) watch(site uint32, addr, refcnt uint64) {
+	d.refcnt[site], d.addr[site] = refcnt, addr
+	for k := range d.tentative {
+		if k.site == site {
+			delete(d.tentative, k)
+		}
+	}
+}
+
+// forget stops following site.
+func (d *watchDecoder) forget(site uint32) { delete(d.refcnt, site) }
+
+// classify turns a hit into an entry or an exit by the change of the
+// reference count since the last hit on that code object, and by where the
+// write came from.
+func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
+	site := w.Site
+	last, known := d.refcnt[site]
+	if !known || w.Addr != d.addr[site] {
+		return HitStale // disarmed (the code object was freed), or queued from one since replaced
+	}
+	val := w.Refcnt
+	d.refcnt[site] = val
+	if val == 0 {
+		// Freed: its memory will be reused, and writes there mean nothing.
+		return HitFreed
+	}
+	if val == last {
+		return HitIgnored
+	}
+	exit := val < last
+	k := watchKey{site, w.Tid}
+	c := d.ipClass(w.Ip)
+	if d.otherReference(w, k, c, exit) {
+		d.Ignored++
+		return HitIgnored
+	}
+	cancel := false
+	switch {
+	case c == ipPush && !exit && d.inEvalLoop(w.Ip), c == ipUnknown && !exit:
+		// The eval loop both pushes frames inline (3.11+) and takes
+		// references to the code object for other reasons (f.__code__
+		// held in a variable): a tentative entry until a pop closes it.
+		// So is a +1 from code without a symbol (a stripped interpreter:
+		// func_get_code has none on Debian's 3.11, but the eval loop that
+		// drops the reference again is exported and withdraws it).
+		d.tentative[k]++
+	case exit && (c == ipOther || c == ipPush):
+		// A reference dropped outside a frame pop: it ends a reference
+		// the eval loop took, not a call; that entry is withdrawn.
+		if d.tentative[k] == 0 {
+			d.Ignored++
+			return HitIgnored
+		}
+		d.tentative[k]--
+		cancel = true
+	case c == ipOther, c == ipIgnore:
+		d.Ignored++
+		return HitIgnored
+	case c == ipPush && exit, c == ipPop && !exit:
+		d.Ignored++
+		return HitIgnored
+	case exit:
+		if d.tentative[k] > 0 {
+			d.tentative[k]-- // the entry it closes was a push
+		}
+	}
+	if !exit {
+		d.open[k]++
+	} else if d.open[k] > 0 {
+		d.open[k]--
+	}
+	switch {
+	case cancel:
+		return HitCancel
+	case exit:
+		return HitExit
+	}
+	return HitEntry
+}
+
+// Bits of watch_event.flags (bpf/stage.c).
+const (
+	wRefcntFailed = 1
+	wExcKnown     = 2
+	wFrames       = 4
+	wPayload      = 8
+)
+
+// otherReference tells, from the frames of the function watch_hit counted
+// on the thread's stack, a write that is no push or pop of k's calls.
+func (d *watchDecoder) otherReference(w *bpf.StageWatchEvent, k watchKey, c ipClass, exit bool) bool {
+	if w.Flags&wFrames == 0 {
+		return false // not counted
+	}
+	n := int(w.Frames)
+	// One returning on 3.11 is cleared while still the current frame: it
+	// runs no more.
+	frames := n / 2
+	if exit && n%2 == 1 && d.popsCurrentFrame && !d.inEvalLoop(w.Ip) {
+		frames--
+	}
+	switch {
+	case exit:
+		// No call open here (a reference dropped at shutdown), or the
+		// function still has a frame on this thread for every call open
+		// there: the reference dropped was held elsewhere (a frame of
+		// logging's findCaller holding f.f_code being cleared).
+		return frames >= d.open[k]
+	case c == ipUnknown:
+		// Without a symbol, a reference taken while the function runs here
+		// (f.f_code, sys._getframe()) cannot be told from a recursive
+		// call: taken as a reference.
+		return frames > 0
+	}
+	return false
+}
+
+// inEvalLoop tells whether ip is in the interpreter's eval loop.
+func (d *watchDecoder) inEvalLoop(ip uint64) bool {
+	if d.namer == nil {
+		return false
+	}
+	fn, _, _ := strings.Cut(d.namer.Name(ip), "+")
+	return fn == "_PyEval_EvalFrameDefault"
+}
+
+// ipClass sorts an instruction pointer once, by the function it is in.
+func (d *watchDecoder) ipClass(ip uint64) ipClass {
+	c, ok := d.ipClasses[ip]
+	if !ok {
+		c = ipUnknown
+		if d.namer != nil {
+			c = classifyIP(d.namer.Name(ip), d.frameObjectOwnsCode)
+		}
+		d.ipClasses[ip] = c
+	}
+	return c
+}
