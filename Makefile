@@ -47,8 +47,13 @@ bench: build bench/callloop
 bench/callloop: bench/callloop.c
 	$(DEMOCC) -fcf-protection=full -o $@ $<
 
+# The parsers of what a node's users control: specs, /proc files, ELF files.
+# ELF seeds are whole binaries: keep the minimisation of new inputs short.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./probes
+	$(GO) test -run '^$$' -fuzz FuzzParseMaps -fuzztime 30s ./internal/procfs
+	$(GO) test -run '^$$' -fuzz FuzzParseStat -fuzztime 30s ./internal/procfs
+	$(GO) test -run '^$$' -fuzz FuzzNewFile -fuzztime 60s -fuzzminimizetime 2s ./internal/elfsym
 
 # Rebuild the BPF objects (needs clang-19: apt-get install clang-19 libbpf-dev).
 generate:

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -54,6 +55,16 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := LoadConfig(filepath.Join(t.TempDir(), "none.yaml")); err == nil || !os.IsNotExist(unwrapAll(err)) {
 		t.Errorf("missing file: %v", err)
+	}
+	// A FIFO would block the daemon's start and /dev/zero exhaust its memory.
+	fifo := filepath.Join(t.TempDir(), "config.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{fifo: "FIFO", "/dev/zero": "character device"} {
+		if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadConfig(%s) = %v, want it refused as a %s", path, err, want)
+		}
 	}
 }
 

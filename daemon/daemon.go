@@ -9,17 +9,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -33,8 +37,9 @@ type Options struct {
 	// when it ends.
 	Exporters     []tracer.Exporter
 	MetricReaders []sdkmetric.Reader
-	// Meta gives a process's resource attributes (Kubernetes metadata).
-	Meta func(ctx context.Context, pid int) []attribute.KeyValue
+	// Meta gives a process's place in Kubernetes (its resource attributes,
+	// and the pod for the select keys); nil outside Kubernetes.
+	Meta func(ctx context.Context, pid int) k8smeta.Info
 	Log  io.Writer
 	// Listening, when set, gets the address /metrics is served on.
 	Listening func(addr string)
@@ -71,12 +76,22 @@ type Daemon struct {
 	ready    atomic.Bool
 	execs    *discover.Execs
 
+	// looks brings workers' results to the main loop; it holds one per
+	// worker, so a worker never waits to hand one in.
+	looks       chan look
+	pythonSpecs bool // some spec has a Python stage
+
 	mu      sync.Mutex
 	targets map[int]*target
 	cands   map[int]*candidate
 	failed  map[discover.ID]bool // matched, could not be attached: not retried until an exec
 	ignored map[discover.ID]bool // matches no spec and never will (not Python)
-	totals  Totals               // of ended sessions, and the daemon's own counters
+	history map[discover.ID]*history
+	// execBuckets rate-limit each user's execs (discover.go).
+	execBuckets map[execKey]*bucket
+	working     int         // workers looking at a candidate
+	busyUID     map[int]int // of those, per user
+	totals      Totals      // of ended sessions, and the daemon's own counters
 }
 
 // New checks the options; Run starts the work.
@@ -91,8 +106,12 @@ func New(opts Options) (*Daemon, error) {
 		opts.Log = io.Discard
 	}
 	d := &Daemon{opts: opts, budget: NewBudget(opts.EventBudget), log: &lineLog{w: opts.Log},
-		done: make(chan sessionEnd), targets: map[int]*target{}, cands: map[int]*candidate{},
-		failed: map[discover.ID]bool{}, ignored: map[discover.ID]bool{}}
+		done: make(chan sessionEnd), looks: make(chan look, examineWorkers), targets: map[int]*target{}, cands: map[int]*candidate{},
+		failed: map[discover.ID]bool{}, ignored: map[discover.ID]bool{}, history: map[discover.ID]*history{},
+		busyUID: map[int]int{}, execBuckets: map[execKey]*bucket{}, totals: Totals{Rejected: map[string]uint64{}}}
+	for _, s := range opts.Specs {
+		d.pythonSpecs = d.pythonSpecs || s.IsPython()
+	}
 	var mu sync.Mutex
 	for _, e := range opts.Exporters {
 		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, SpanExporter: sharedExporter{&mu, e.SpanExporter}})
@@ -109,16 +128,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer shutdown(mp.Shutdown)
-	ln, err := net.Listen("tcp", d.opts.Listen)
+	defer d.shutdown(mp.Shutdown)
+	addr, srv, err := serve(d.opts.Listen, d.handler(reg, true), "listen or --listen")
 	if err != nil {
-		return fmt.Errorf("serving /metrics: %w (set listen or --listen to a free HOST:PORT)", err)
+		return err
 	}
-	srv := &http.Server{Handler: d.handler(reg), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer shutdown(srv.Shutdown)
+	defer srv.Close()
+	if d.opts.MetricsListen != "" {
+		_, srv, err := serve(d.opts.MetricsListen, d.handler(reg, false), "metrics_listen or --metrics-listen")
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	if d.opts.Listening != nil {
-		d.opts.Listening(ln.Addr().String())
+		d.opts.Listening(addr)
 	}
 	d.execs, err = discover.WatchExecs()
 	if err != nil {
@@ -138,7 +162,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.touch()
 	d.scan(false)
 	d.ready.Store(true)
-	d.log.printf("watching for inference processes (%d specs, at most %d at once, /metrics on %s)", len(d.opts.Specs), d.opts.MaxProcesses, ln.Addr())
+	d.log.printf("watching for inference processes (%d specs, at most %d at once, /metrics on %s)", len(d.opts.Specs), d.opts.MaxProcesses, addr)
 
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -150,16 +174,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			d.stopAll()
 			for _, e := range d.opts.Exporters {
-				shutdown(e.Shutdown)
+				d.shutdown(e.Shutdown)
 			}
 			return nil
 		case e := <-execCh:
 			d.consider(e.PID, e.BootNs)
+		case l := <-d.looks:
+			now := time.Now()
+			d.decide(l, now)
+			d.mu.Lock()
+			d.dispatchLocked(now)
+			d.mu.Unlock()
 		case e := <-d.done:
 			d.finish(e)
 		case now := <-tick.C:
 			d.touch()
-			d.recheck(now)
+			d.mu.Lock()
+			d.dispatchLocked(now)
+			d.mu.Unlock()
 			d.checkVariants(now)
 			if now.Sub(lastRate) >= time.Second {
 				t := d.Totals()
@@ -167,8 +199,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 				lastEvents, lastRate = t.Events, now
 			}
 			// Lost exec notifications, and processes that matched nothing
-			// earlier, are caught by a rescan.
-			if n := d.execs.Drops(); n != execDrops || now.Sub(lastScan) >= 30*time.Second {
+			// earlier, are caught by a rescan; an exec storm that keeps
+			// losing some rescans at most every 2s.
+			if n := d.execs.Drops(); n != execDrops && now.Sub(lastScan) >= 2*time.Second || now.Sub(lastScan) >= 30*time.Second {
 				execDrops, lastScan = n, now
 				d.scan(true)
 			}
@@ -176,10 +209,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
+// serve listens on addr; what names the setting in the error. Requests
+// are bounded in time and header size: the port may face the pod network.
+func serve(addr string, h http.Handler, what string) (string, *http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("serving /metrics: %w (set %s to a free HOST:PORT)", err, what)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), srv, nil
+}
+
 func (d *Daemon) touch() { d.lastLoop.Store(time.Now().UnixNano()) }
 
-func shutdown(f func(context.Context) error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// shutdown runs a final flush within flush_timeout.
+func (d *Daemon) shutdown(f func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.FlushTimeout)
 	defer cancel()
 	_ = f(ctx)
 }
@@ -206,6 +253,11 @@ func (d *Daemon) scan(rescan bool) {
 				}
 			}
 		}
+		for id := range d.history {
+			if !alive[id] {
+				delete(d.history, id)
+			}
+		}
 		d.mu.Unlock()
 	}
 }
@@ -226,6 +278,7 @@ func (d *Daemon) Totals() Totals {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.totals
+	t.Rejected = maps.Clone(d.totals.Rejected)
 	t.ExecDrops = 0
 	if d.execs != nil {
 		t.ExecDrops = d.execs.Drops()
@@ -251,14 +304,33 @@ func addProgress(t *Totals, p tracer.Progress, cost time.Duration) {
 	}
 }
 
-// lineLog writes one line per message, from any goroutine.
+// lineLog writes one line per message, from any goroutine. File names
+// and other text a process controls go into messages: control characters
+// are escaped, so that no message can forge another line.
 type lineLog struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
 func (l *lineLog) printf(format string, args ...any) {
+	msg := escapeControl(fmt.Sprintf(format, args...))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "specprobe daemon: "+format+"\n", args...)
+	fmt.Fprintf(l.w, "specprobe daemon: %s\n", msg)
+}
+
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

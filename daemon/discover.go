@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/internal/ktime"
+	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -19,12 +22,16 @@ import (
 // are not mapped yet.
 type candidate struct {
 	id    discover.ID
+	uid   int       // real uid, for fair turns at the workers
 	seen  time.Time // exec or first scan
 	boot  uint64    // the same, CLOCK_BOOTTIME ns
 	next  time.Time // when to look again
 	tries int
-	py    *pyproc.Process
-	full  bool // matched while max_processes were traced (logged once)
+	// busy: a worker is looking at it; py and budget are the worker's then.
+	busy   bool
+	py     *pyproc.Process
+	budget *pyproc.Budget
+	held   string // the cap that held it back, logged and counted once
 }
 
 // How long a process that is not Python is looked at after its exec: the
@@ -33,7 +40,8 @@ const nativeGrace = 3 * time.Second
 
 // consider looks at pid now: after its exec at execAt (CLOCK_BOOTTIME ns),
 // or in a scan (execAt 0). An exec older than the last look at the process
-// is ignored: that look already saw the new program.
+// is ignored: that look already saw the new program. It runs on the main
+// loop and reads two small /proc files; the looking itself is a worker's.
 func (d *Daemon) consider(pid int, execAt uint64) {
 	if pid == os.Getpid() {
 		return
@@ -56,75 +64,107 @@ func (d *Daemon) consider(pid int, execAt uint64) {
 	if err != nil {
 		return // gone already
 	}
+	st, err := procfs.ReadStatus(pid)
+	if err != nil {
+		return
+	}
+	now := time.Now()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	exec := execAt > 0
+	if exec && !d.execTokens(execKey{st.UID, cgroupOf(pid)}, now) {
+		// A user or container exec'ing faster than any server starts: its
+		// processes are left to the next rescan, and the loop stays free
+		// for the others.
+		d.totals.Rejected[reasonExecRate]++
+		return
+	}
 	c := d.cands[pid]
 	if exec && c != nil && c.id == id && execAt < c.boot {
 		exec = false // seen already
 	}
+	h := d.history[id]
+	if exec {
+		h = d.historyOf(id)
+	}
+	if exec && h.execLoop(now) {
+		d.rejectLocked(id, pid, reasonExecLoop, errExecLoop, now)
+		if c != nil {
+			d.drop(c)
+		}
+		return
+	}
+	if h != nil && now.Before(h.until) {
+		return // rejected: looked at again when the backoff ends
+	}
 	if c != nil && (c.id != id || exec) {
-		c.close() // PID reused, or a new program in the same process
+		d.drop(c) // PID reused, or a new program in the same process
 		c = nil
 	}
 	if exec {
 		delete(d.failed, id)
 		delete(d.ignored, id)
 	}
-	skip := c != nil || d.failed[id] || d.ignored[id]
-	if !skip {
-		now := time.Now()
-		c = &candidate{id: id, seen: now, boot: discover.BootNow(), next: now}
-		d.cands[pid] = c
-		d.totals.Discovered++
+	if c != nil || d.failed[id] || d.ignored[id] {
+		return
 	}
-	d.mu.Unlock()
-	if !skip {
-		d.examine(c, time.Now())
-	}
+	c = &candidate{id: id, uid: st.UID, seen: now, boot: ktime.BootNow(), next: now}
+	d.cands[pid] = c
+	d.totals.Discovered++
+	d.dispatchLocked(now, c)
 }
 
-// recheck looks again at the candidates that are due.
-func (d *Daemon) recheck(now time.Time) {
-	d.mu.Lock()
-	var due []*candidate
-	for _, c := range d.cands {
-		if !now.Before(c.next) {
-			due = append(due, c)
-		}
-	}
-	d.mu.Unlock()
-	for _, c := range due {
-		d.examine(c, now)
-	}
+// execRate and execBurst bound the execs of one user in one cgroup (a
+// container) that the daemon looks at as they happen, per second and at
+// once.
+const (
+	execRate  = 100
+	execBurst = 200
+)
+
+// execKey is whose execs share a bucket.
+type execKey struct {
+	uid    int
+	cgroup string
 }
 
-func (d *Daemon) examine(c *candidate, now time.Time) {
-	if d.ctx.Err() != nil {
-		return // detaching everything
+func cgroupOf(pid int) string {
+	data, _ := procfs.Cgroup(pid)
+	return cgroupPath(data)
+}
+
+// execTokens takes a token from k's bucket; false when it is empty.
+// d.mu is held.
+func (d *Daemon) execTokens(k execKey, now time.Time) bool {
+	b := d.execBuckets[k]
+	if b == nil {
+		if len(d.execBuckets) > 4096 {
+			clear(d.execBuckets) // many cgroups come and go: forget the full ones' state
+		}
+		b = &bucket{tokens: execBurst, last: now}
+		d.execBuckets[k] = b
 	}
-	spec, again := d.classify(c)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch {
-	case spec != nil && len(d.targets) >= d.opts.MaxProcesses:
-		if !c.full {
-			c.full = true
-			d.totals.SkippedAtLimit++
-			d.log.printf("PID %d (%s) matches %s but max_processes (%d) are traced: it is attached when one ends", c.id.PID, loader.Exe(c.id.PID), spec.Engine, d.opts.MaxProcesses)
-		}
-		c.next = now.Add(time.Second)
-	case spec != nil:
+	b.tokens = min(execBurst, b.tokens+now.Sub(b.last).Seconds()*execRate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// drop forgets a candidate; one a worker holds is closed when it returns.
+func (d *Daemon) drop(c *candidate) {
+	if d.cands[c.id.PID] == c {
 		delete(d.cands, c.id.PID)
+	}
+	if !c.busy {
 		c.close()
-		d.start(c, spec)
-	case again:
-		c.next = now.Add(backoff(now.Sub(c.seen)))
-	default:
-		delete(d.cands, c.id.PID)
-		c.close()
-		if _, err := discover.Identify(c.id.PID); err == nil {
-			d.ignored[c.id] = true
-		}
 	}
 }
 
@@ -142,82 +182,53 @@ func backoff(age time.Duration) time.Duration {
 }
 
 // classify returns the spec the process matches, or whether it may match
-// later.
-func (d *Daemon) classify(c *candidate) (*probes.Spec, bool) {
+// later. It runs on a worker, every read of the target's memory counted
+// against c.budget; an error says why the process is rejected.
+func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool, error) {
 	pid := c.id.PID
 	if id, err := discover.Identify(pid); err != nil || id != c.id {
-		return nil, false
+		return nil, false, nil
 	}
 	exe := loader.Exe(pid)
 	if exe == "" {
-		return nil, false // a kernel thread, or gone
+		return nil, false, nil // a kernel thread, or gone
 	}
-	cmdline := loader.Cmdline(pid)
+	maps, err := loader.Mappings(pid)
+	if errors.Is(err, loader.ErrTooManyMappings) {
+		return nil, false, err
+	}
 	var mapped []string
-	if maps, err := loader.Mappings(pid); err == nil {
-		for _, m := range maps {
-			mapped = append(mapped, m.Path)
-		}
+	for _, m := range maps {
+		mapped = append(mapped, m.Path)
 	}
-	wantsModule := false
-	for _, s := range d.opts.Specs {
-		if isPython(s) {
-			wantsModule = true
-		} else if s.Matches(exe, cmdline, mapped) {
-			return s, false
-		}
-	}
-	if !wantsModule || !looksPython(exe, mapped) {
-		return nil, time.Since(c.seen) < nativeGrace
-	}
-	if c.py == nil {
-		py, err := pyproc.Attach(pid)
-		if errors.Is(err, pyproc.ErrUnsupported) {
-			d.log.printf("PID %d (%s) not traced: %v", pid, exe, err)
-			return nil, false
-		}
-		if err != nil {
-			return nil, true // the interpreter is still starting
-		}
-		c.py = py
-	}
-	for _, s := range probes.ByPriority(d.opts.Specs) {
-		if !isPython(s) {
-			continue
-		}
-		for _, m := range engineModules(s) {
-			if ok, _ := c.py.HasModule(m); ok {
-				return s, false
+	proc := probes.Process{Exe: exe, Cmdline: loader.Cmdline(pid), Mapped: mapped, RequireModule: true}
+	python := d.pythonSpecs && looksPython(exe, mapped)
+	var pyErr error
+	if python {
+		proc.HasModule = func(m string) bool {
+			if c.py == nil && pyErr == nil {
+				c.py, pyErr = pyproc.AttachWith(pid, c.budget.Wrap)
 			}
+			if c.py == nil || ctx.Err() != nil {
+				return false
+			}
+			ok, err := c.py.HasModule(m)
+			if hostile(err) && pyErr == nil {
+				pyErr = err
+			}
+			return ok
 		}
 	}
-	return nil, true
-}
-
-// A Python spec is attached once the process has imported the module that
-// says the engine runs there (match.module, else a stage's module): a
-// command line alone also matches an engine's parent process, which runs
-// no stage.
-func engineModules(s *probes.Spec) []string {
-	if len(s.Match.Module) > 0 {
-		return s.Match.Module
+	if s := probes.Detect(d.opts.Specs, proc); s != nil {
+		return s, false, nil
 	}
-	var out []string
-	for _, st := range s.Stages {
-		if st.IsPython() {
-			out = append(out, st.Module)
-		}
+	switch {
+	case !python:
+		return nil, time.Since(c.seen) < nativeGrace, nil
+	case hostile(pyErr) || errors.Is(pyErr, pyproc.ErrUnsupported):
+		return nil, false, pyErr
 	}
-	return out
-}
-
-func isPython(s *probes.Spec) bool {
-	for _, st := range s.Stages {
-		if st.IsPython() {
-			return true
-		}
-	}
-	return false
+	return nil, true, nil // the interpreter is still starting, or the engine not imported yet
 }
 
 func looksPython(exe string, mapped []string) bool {

@@ -29,10 +29,12 @@ const (
 
 // Totals is what the daemon has counted, over ended and running sessions.
 type Totals struct {
-	Attached                   int
-	Attaches, AttachFailures   uint64
-	Detaches, Discovered       uint64
-	SkippedAtLimit             uint64
+	Attached                 int
+	Attaches, AttachFailures uint64
+	Detaches, Discovered     uint64
+	SkippedAtLimit           uint64
+	// Rejected counts, by reason, the processes not traced (work.go).
+	Rejected                   map[string]uint64
 	Events, KernelDrops        uint64
 	ExecDrops                  uint64
 	SpansExported, SpansFailed uint64
@@ -102,7 +104,12 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 	if err != nil {
 		return nil, nil, err
 	}
-	insts = append(insts, attached, rate, rss)
+	rejected, err := m.Float64ObservableCounter("specprobe.daemon.rejected",
+		metric.WithDescription("processes not traced, by reason: a look that ran past its deadline or read budget, a forged file, a selector, a cap"))
+	if err != nil {
+		return nil, nil, err
+	}
+	insts = append(insts, attached, rate, rss, rejected)
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t := snapshot()
 		for inst, get := range obs {
@@ -111,6 +118,9 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		o.ObserveInt64(attached, int64(t.Attached))
 		o.ObserveFloat64(rate, t.SamplingRate)
 		o.ObserveInt64(rss, selfRSS())
+		for reason, n := range t.Rejected {
+			o.ObserveFloat64(rejected, float64(n), metric.WithAttributes(attribute.String("reason", reason)))
+		}
 		return nil
 	}, insts...)
 	if err != nil {
@@ -134,8 +144,10 @@ func selfRSS() int64 {
 }
 
 // handler serves /metrics, /healthz (the main loop turned recently),
-// /readyz (the first scan is done and execs are watched) and /targets (JSON).
-func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
+// /readyz (the first scan is done and execs are watched) and, with
+// targets, /targets (JSON): that one names the processes traced and their
+// pods, and is served on the local listener only.
+func (d *Daemon) handler(reg *prometheus.Registry, targets bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -152,6 +164,9 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if !targets {
+		return mux
+	}
 	mux.HandleFunc("/targets", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -12,7 +12,9 @@ import (
 	"github.com/specprobe/specprobe/tracer"
 )
 
-func TestEndpoints(t *testing.T) {
+// demoDaemon is a daemon with the demo spec, not running.
+func demoDaemon(t *testing.T) *Daemon {
+	t.Helper()
 	spec, err := probes.Lookup("demo")
 	if err != nil {
 		t.Fatal(err)
@@ -21,15 +23,22 @@ func TestEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.totals = Totals{Attaches: 3, Detaches: 2, Events: 1000}
+	return d
+}
+
+func TestEndpoints(t *testing.T) {
+	d := demoDaemon(t)
+	d.totals = Totals{Attaches: 3, Detaches: 2, Events: 1000, Rejected: map[string]uint64{reasonBadELF: 2, reasonDeadline: 1}}
 	d.targets[42] = &target{progress: tracer.Progress{Events: 500, Drops: 7}, costPerEvent: uprobeEventCost, attachedAt: time.Now()}
 	mp, reg, err := newMeter(d.Totals, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mp.Shutdown(t.Context())
-	srv := httptest.NewServer(d.handler(reg))
+	srv := httptest.NewServer(d.handler(reg, true))
 	defer srv.Close()
+	public := httptest.NewServer(d.handler(reg, false))
+	defer public.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
@@ -65,6 +74,8 @@ func TestEndpoints(t *testing.T) {
 		"specprobe_sampling_rate 1",
 		"specprobe_probe_cost_seconds_total 0.0006", // 500 uprobe events x 1.2 us
 		"specprobe_daemon_memory_rss_bytes ",
+		`specprobe_daemon_rejected_total{reason="bad_elf"} 2`,
+		`specprobe_daemon_rejected_total{reason="deadline"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
@@ -72,5 +83,16 @@ func TestEndpoints(t *testing.T) {
 	}
 	if code, body := get("/targets"); code != http.StatusOK || !strings.Contains(body, `"events": 500`) {
 		t.Errorf("/targets: %d %s", code, body)
+	}
+	// The listener facing the pod network serves the rest, not /targets.
+	for path, want := range map[string]int{"/metrics": 200, "/healthz": 200, "/readyz": 200, "/targets": 404} {
+		resp, err := http.Get(public.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("metrics_listen %s: %d, want %d", path, resp.StatusCode, want)
+		}
 	}
 }

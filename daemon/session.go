@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/internal/ktime"
+	"github.com/specprobe/specprobe/internal/redact"
+	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -31,10 +35,15 @@ type target struct {
 	progress     tracer.Progress
 	costPerEvent time.Duration
 	exec         bool // the process exec'd: look at it again once detached
+	owner        Owner
 	// Specs that would win over this one (variants.go), the interpreter
-	// read to check them, when next, and the one the target moves to.
+	// read to check them (a checker's while checking is set), when next,
+	// and the one the target moves to.
 	better    []*probes.Spec
 	py        *pyproc.Process
+	budget    *pyproc.Budget
+	checking  bool
+	ended     bool
 	nextCheck time.Time
 	upgrade   *probes.Spec
 }
@@ -70,28 +79,37 @@ func (t *target) info() TargetInfo {
 	return i
 }
 
-// start runs a session for the candidate; d.mu is held.
-func (d *Daemon) start(c *candidate, spec *probes.Spec) {
+// attachTimeout bounds a session's attach: resolving the stages, waiting
+// for a Python stage's module (ImportWait) and arming the probes.
+const attachTimeout = 30 * time.Second
+
+// start runs a session for the candidate; d.mu is held. meta is the pod
+// metadata when the look fetched it already.
+func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8smeta.Info) {
 	ctx, cancel := context.WithCancel(d.ctx)
-	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: discover.BootNow(), tries: c.tries + 1,
-		cancel: cancel, costPerEvent: uprobeEventCost, better: d.betterSpecs(spec)}
-	if isPython(spec) {
+	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: ktime.BootNow(), tries: c.tries + 1,
+		cancel: cancel, costPerEvent: uprobeEventCost, better: d.betterSpecs(spec), owner: owner}
+	if spec.IsPython() {
 		t.costPerEvent = watchEventCost
 	}
 	d.targets[c.id.PID] = t
 	attached := make(chan struct{})
+	mode, _ := redact.ParseMode(d.opts.CommandLine) // checked by Validate
 	cfg := tracer.Config{
 		PID: c.id.PID, Spec: spec, SkipEndbr: true, Exporters: d.shared,
 		Log: &prefixLog{l: d.log, prefix: fmt.Sprintf("PID %d: ", c.id.PID)}, Attached: attached,
-		ImportWait: 5 * time.Second, QueueSize: d.queueSize(),
+		ImportWait: 5 * time.Second, QueueSize: d.queueSize(), FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
 		Progress: func(p tracer.Progress) { d.mu.Lock(); t.progress = p; d.mu.Unlock() },
 	}
 	if d.opts.EventBudget > 0 {
 		cfg.Sampler = d.budget.Sampler()
 	}
 	go func() {
-		if d.opts.Meta != nil {
-			t.resource = d.opts.Meta(ctx, c.id.PID)
+		switch {
+		case meta != nil:
+			t.resource = meta.Attributes()
+		case d.opts.Meta != nil:
+			t.resource = d.lookupMeta(c.id.PID).Attributes()
 		}
 		cfg.Resource = t.resource
 		go func() {
@@ -103,13 +121,30 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec) {
 				d.mu.Unlock()
 				d.log.printf("attached to PID %d (%s, %s) %s after it was found", t.id.PID, t.exe, t.engine, time.Since(t.seen).Round(time.Millisecond))
 				d.notify(Event{Kind: "attached", PID: t.id.PID, Engine: t.engine})
+			case <-time.After(attachTimeout):
+				d.log.printf("PID %d (%s): not attached after %s: giving up", t.id.PID, t.exe, attachTimeout)
+				cancel()
 			case <-ctx.Done():
 			}
 		}()
-		res, err := tracer.Run(ctx, cfg)
+		res, err := runSession(ctx, cfg)
 		d.done <- sessionEnd{t, res, err}
 	}()
 }
+
+// runSession is tracer.Run with a panic turned into the session's error:
+// the probes are detached by tracer.Run's deferred Close on the way out,
+// and the other sessions go on.
+func runSession(ctx context.Context, cfg tracer.Config) (res *tracer.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("%w: %v\n%s", errPanic, r, debug.Stack())
+		}
+	}()
+	return tracer.Run(ctx, cfg)
+}
+
+var errPanic = errors.New("panic")
 
 // queueSize splits the span queues' share of the memory limit (a quarter of
 // it, ~1 KiB a span) over the processes that may be traced at once.
@@ -125,10 +160,11 @@ func (d *Daemon) queueSize() int {
 // just started is tried again (a library may not be mapped yet).
 func (d *Daemon) finish(e sessionEnd) {
 	t := e.t
-	if t.py != nil {
-		t.py.Close()
-	}
 	d.mu.Lock()
+	t.ended = true
+	if t.py != nil && !t.checking {
+		t.py.Close() // else the checker closes it
+	}
 	delete(d.targets, t.id.PID)
 	addProgress(&d.totals, t.progress, t.costPerEvent)
 	attached := !t.attachedAt.IsZero()
@@ -151,18 +187,27 @@ func (d *Daemon) finish(e sessionEnd) {
 		}
 		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
 		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Engine: t.engine, Reason: reason, Result: e.res})
-	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled):
+	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled) &&
+		!errors.Is(e.err, errPanic) && reasonOf(e.err, d.ctx) == "":
 		now := time.Now()
-		d.cands[t.id.PID] = &candidate{id: t.id, seen: t.seen, boot: t.boot, next: now.Add(min(2*time.Second, 100*time.Millisecond<<t.tries)), tries: t.tries}
+		d.cands[t.id.PID] = &candidate{id: t.id, uid: t.owner.UID, seen: t.seen, boot: t.boot,
+			next: now.Add(min(2*time.Second, 100*time.Millisecond<<t.tries)), tries: t.tries}
 	case alive && !t.exec && d.ctx.Err() == nil:
 		d.totals.AttachFailures++
+		reason := reasonAttach
+		if r := reasonOf(e.err, d.ctx); r != "" {
+			reason = r // a forged file or a swapped path found while resolving
+		} else if errors.Is(e.err, errPanic) {
+			reason = reasonPanic
+		}
+		d.totals.Rejected[reason]++
 		d.failed[t.id] = true
 		d.log.printf("could not attach to PID %d (%s, %s): %v", t.id.PID, t.exe, t.engine, e.err)
 		defer d.notify(Event{Kind: "failed", PID: t.id.PID, Engine: t.engine, Reason: fmt.Sprint(e.err)})
 	}
 	d.mu.Unlock()
 	if (t.exec || t.upgrade != nil) && alive {
-		d.consider(t.id.PID, discover.BootNow())
+		d.consider(t.id.PID, ktime.BootNow())
 	}
 }
 
@@ -174,10 +219,17 @@ func (d *Daemon) stopAll() {
 		t.cancel()
 	}
 	for _, c := range d.cands {
-		c.close()
+		if !c.busy {
+			c.close()
+		}
 	}
 	d.cands = map[int]*candidate{}
+	looking := d.working
 	d.mu.Unlock()
+	// The workers' reads end with d.ctx, which the caller has cancelled.
+	for ; looking > 0; looking-- {
+		(<-d.looks).c.close()
+	}
 	for ; n > 0; n-- {
 		d.finish(<-d.done)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"time"
 
 	"github.com/specprobe/specprobe/probes"
@@ -19,54 +20,69 @@ const variantCheck = 500 * time.Millisecond
 
 // betterSpecs are the Python specs that would win over spec if they matched.
 func (d *Daemon) betterSpecs(spec *probes.Spec) []*probes.Spec {
-	if !isPython(spec) {
+	if !spec.IsPython() {
 		return nil
 	}
 	var out []*probes.Spec
 	for _, s := range probes.ByPriority(d.opts.Specs) {
-		if s.Match.Priority > spec.Match.Priority && isPython(s) {
+		if s.Match.Priority > spec.Match.Priority && s.IsPython() {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// checkVariants looks at the attached targets that are due.
+// checkVariants starts a check of each attached target that is due, each
+// on its own goroutine with the same deadline and read budget as a look
+// at a candidate: the main loop never reads a target's memory.
 func (d *Daemon) checkVariants(now time.Time) {
 	d.mu.Lock()
-	var due []*target
+	defer d.mu.Unlock()
 	for _, t := range d.targets {
-		if len(t.better) > 0 && t.upgrade == nil && !t.attachedAt.IsZero() && !now.Before(t.nextCheck) {
+		if len(t.better) > 0 && t.upgrade == nil && !t.checking && !t.attachedAt.IsZero() && !now.Before(t.nextCheck) {
 			t.nextCheck = now.Add(variantCheck)
-			due = append(due, t)
+			t.checking = true
+			go d.checkVariant(t)
 		}
 	}
-	d.mu.Unlock()
-	for _, t := range due {
-		s := t.betterMatch()
-		if s == nil {
-			continue
+}
+
+func (d *Daemon) checkVariant(t *target) {
+	s := t.betterMatch(d.ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t.checking = false
+	if t.ended {
+		if t.py != nil {
+			t.py.Close()
 		}
-		d.mu.Lock()
+		return
+	}
+	if s != nil && t.upgrade == nil {
 		t.upgrade = s
 		t.cancel()
-		d.mu.Unlock()
-		d.log.printf("PID %d has imported %s: moving from spec %s to %s", t.id.PID, engineModules(s)[0], t.engine, s.Engine)
+		d.log.printf("PID %d has imported %s: moving from spec %s to %s", t.id.PID, s.EngineModules()[0], t.engine, s.Engine)
 	}
 }
 
 // betterMatch returns the first better spec whose module the target has
-// imported now; only the daemon's loop calls it.
-func (t *target) betterMatch() *probes.Spec {
+// imported now; its reads are bounded like a candidate's.
+func (t *target) betterMatch(ctx context.Context) *probes.Spec {
+	ctx, cancel := context.WithTimeout(ctx, examineTimeout)
+	defer cancel()
+	if t.budget == nil {
+		t.budget = pyproc.NewBudget(examineReads, examineBytes)
+	}
+	t.budget.Reset(ctx)
 	if t.py == nil {
-		py, err := pyproc.Attach(t.id.PID)
+		py, err := pyproc.AttachWith(t.id.PID, t.budget.Wrap)
 		if err != nil {
 			return nil
 		}
 		t.py = py
 	}
 	for _, s := range t.better {
-		for _, m := range engineModules(s) {
+		for _, m := range s.EngineModules() {
 			if ok, _ := t.py.HasModule(m); ok {
 				return s
 			}

@@ -13,16 +13,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	yamlv3 "gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/specprobe/specprobe/daemon"
 )
 
 const (
@@ -37,35 +38,11 @@ var wantCaps = []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEA
 
 // wantKinds is the order of the objects in the manifest: each is created
 // before what refers to it.
-var wantKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"}
+var wantKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "NetworkPolicy", "DaemonSet"}
 
-// configKeys mirrors the daemon's config struct (daemon.Config and its
-// Kubelet field, yaml tags): the daemon decodes strictly, so a key not listed
-// here would make it exit at start. Keep the two in step.
-var (
-	configKeys  = []string{"listen", "exporters", "output", "probes", "engines", "max_processes", "event_budget", "memory_limit", "metrics_interval", "kubelet"}
-	kubeletKeys = []string{"url", "token_file", "ca_file", "insecure_skip_verify"}
-)
-
-// daemonConfig mirrors daemon.Config's types, to check the sample's values
-// decode as the daemon would.
-type daemonConfig struct {
-	Listen          string        `yaml:"listen"`
-	Exporters       []string      `yaml:"exporters"`
-	Output          string        `yaml:"output"`
-	Probes          []string      `yaml:"probes"`
-	Engines         []string      `yaml:"engines"`
-	MaxProcesses    int           `yaml:"max_processes"`
-	EventBudget     int           `yaml:"event_budget"`
-	MemoryLimit     string        `yaml:"memory_limit"`
-	MetricsInterval time.Duration `yaml:"metrics_interval"`
-	Kubelet         struct {
-		URL                string `yaml:"url"`
-		TokenFile          string `yaml:"token_file"`
-		CAFile             string `yaml:"ca_file"`
-		InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
-	} `yaml:"kubelet"`
-}
+// wantGrants is everything the ClusterRole may grant: get on nodes/pods,
+// the kubelet's /pods under fine-grained kubelet authorization.
+var wantGrants = []string{"get nodes/pods"}
 
 // manifest is specprobe.yaml decoded into the Kubernetes API types.
 type manifest struct {
@@ -75,6 +52,7 @@ type manifest struct {
 	role      *rbacv1.ClusterRole
 	binding   *rbacv1.ClusterRoleBinding
 	config    *corev1.ConfigMap
+	netpol    *networkingv1.NetworkPolicy
 	ds        *appsv1.DaemonSet
 }
 
@@ -121,6 +99,8 @@ func decodeManifest(data []byte) (*manifest, error) {
 			m.binding, obj = new(rbacv1.ClusterRoleBinding), &m.binding
 		case "v1 ConfigMap":
 			m.config, obj = new(corev1.ConfigMap), &m.config
+		case "networking.k8s.io/v1 NetworkPolicy":
+			m.netpol, obj = new(networkingv1.NetworkPolicy), &m.netpol
 		case "apps/v1 DaemonSet":
 			m.ds, obj = new(appsv1.DaemonSet), &m.ds
 		default:
@@ -179,7 +159,7 @@ func policy(m *manifest) []string {
 	if m.namespace.Name != namespace {
 		p.add("namespace %q, want %q", m.namespace.Name, namespace)
 	}
-	for _, o := range []metav1.ObjectMeta{m.sa.ObjectMeta, m.config.ObjectMeta, m.ds.ObjectMeta} {
+	for _, o := range []metav1.ObjectMeta{m.sa.ObjectMeta, m.config.ObjectMeta, m.netpol.ObjectMeta, m.ds.ObjectMeta} {
 		if o.Namespace != namespace {
 			p.add("%s is in namespace %q, want %q", o.Name, o.Namespace, namespace)
 		}
@@ -187,30 +167,32 @@ func policy(m *manifest) []string {
 	rbacPolicy(&p, m)
 	configPolicy(&p, m)
 	daemonSetPolicy(&p, m)
+	networkPolicy(&p, m)
 	return p
 }
 
-// rbacPolicy: get on nodes and nodes/proxy (the kubelet's /pods), nothing else,
-// bound to the DaemonSet's service account.
+// rbacPolicy: exactly wantGrants (no nodes/proxy, which is exec into every
+// container through the kubelet; no API-server reads), bound to the
+// DaemonSet's service account.
 func rbacPolicy(p *problems, m *manifest) {
 	granted := map[string]bool{}
 	for i, r := range m.role.Rules {
 		if !slices.Equal(r.APIGroups, []string{""}) || len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
 			p.add("ClusterRole rule %d: want only the core API group, no resourceNames or nonResourceURLs: %+v", i, r)
 		}
-		if !slices.Equal(r.Verbs, []string{"get"}) {
-			p.add("ClusterRole rule %d: verbs %v, want only get", i, r.Verbs)
-		}
-		for _, res := range r.Resources {
-			if res != "nodes" && res != "nodes/proxy" {
-				p.add("ClusterRole rule %d: grants %q, want only nodes and nodes/proxy", i, res)
+		for _, v := range r.Verbs {
+			for _, res := range r.Resources {
+				g := v + " " + res
+				if !slices.Contains(wantGrants, g) {
+					p.add("ClusterRole rule %d grants %q: want only %v", i, g, wantGrants)
+				}
+				granted[g] = true
 			}
-			granted[res] = true
 		}
 	}
-	for _, res := range []string{"nodes", "nodes/proxy"} {
-		if !granted[res] {
-			p.add("ClusterRole does not grant get on %s", res)
+	for _, g := range wantGrants {
+		if !granted[g] {
+			p.add("ClusterRole does not grant %s", g)
 		}
 	}
 	b := m.binding
@@ -223,6 +205,51 @@ func rbacPolicy(p *problems, m *manifest) {
 	}
 }
 
+// networkPolicy: the daemon's pods take ingress only on the metrics port,
+// only from the pods a selector names (not from everywhere).
+func networkPolicy(p *problems, m *manifest) {
+	np := m.netpol
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(m.ds.Spec.Template.Labels)) {
+		p.add("NetworkPolicy selects %v, not the daemon's pods %v", np.Spec.PodSelector, m.ds.Spec.Template.Labels)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		p.add("NetworkPolicy policyTypes %v: want Ingress", np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) == 0 {
+		p.add("NetworkPolicy has no ingress rule: Prometheus could not scrape")
+	}
+	for i, r := range np.Spec.Ingress {
+		if len(r.From) == 0 {
+			p.add("NetworkPolicy ingress rule %d allows every source", i)
+		}
+		for _, f := range r.From {
+			if f.IPBlock != nil || (f.NamespaceSelector != nil && len(f.NamespaceSelector.MatchLabels)+len(f.NamespaceSelector.MatchExpressions) == 0) {
+				p.add("NetworkPolicy ingress rule %d: source %+v is not a named set of pods", i, f)
+			}
+		}
+		if len(r.Ports) == 0 {
+			p.add("NetworkPolicy ingress rule %d allows every port", i)
+		}
+		for _, port := range r.Ports {
+			if port.Port == nil || port.Port.String() != "metrics" && port.Port.IntValue() != int(metricsPort(m)) {
+				p.add("NetworkPolicy ingress rule %d opens port %v, want only the metrics port", i, port.Port)
+			}
+		}
+	}
+}
+
+func metricsPort(m *manifest) int32 {
+	for _, c := range m.ds.Spec.Template.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == "metrics" {
+				return cp.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
 // configPolicy: the sample config.yaml has only the daemon's keys, with
 // values the daemon accepts.
 func configPolicy(p *problems, m *manifest) {
@@ -231,28 +258,9 @@ func configPolicy(p *problems, m *manifest) {
 		p.add("ConfigMap %s has no %s", m.config.Name, configKey)
 		return
 	}
-	var raw map[string]any
-	if err := yamlv3.Unmarshal([]byte(text), &raw); err != nil {
-		p.add("%s does not parse: %v", configKey, err)
-		return
-	}
-	for k, v := range raw {
-		if !slices.Contains(configKeys, k) {
-			p.add("%s: key %q is not a daemon config key (%v)", configKey, k, configKeys)
-		}
-		if k == "kubelet" {
-			sub, _ := v.(map[string]any)
-			for sk := range sub {
-				if !slices.Contains(kubeletKeys, sk) {
-					p.add("%s: key kubelet.%s is not a daemon config key (%v)", configKey, sk, kubeletKeys)
-				}
-			}
-		}
-	}
-	var cfg daemonConfig
-	dec := yamlv3.NewDecoder(strings.NewReader(text))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	// The daemon's own parser: unknown keys and bad values are errors there.
+	cfg, err := daemon.ParseConfig([]byte(text), configKey)
+	if err != nil {
 		p.add("%s does not decode as the daemon's config: %v", configKey, err)
 		return
 	}
@@ -262,9 +270,14 @@ func configPolicy(p *problems, m *manifest) {
 	if len(cfg.Exporters) == 0 {
 		p.add("%s: no exporters: spans would only be counted", configKey)
 	}
-	if cfg.MaxProcesses < 1 || cfg.EventBudget < 0 || cfg.MetricsInterval < time.Second {
-		p.add("%s: max_processes %d (want >= 1), event_budget %d (want >= 0), metrics_interval %s (want >= 1s)",
-			configKey, cfg.MaxProcesses, cfg.EventBudget, cfg.MetricsInterval)
+	if cfg.Kubelet.InsecureSkipVerify {
+		p.add("%s: kubelet.insecure_skip_verify is true: the kubelet's certificate must be verified", configKey)
+	}
+	if strings.HasPrefix(cfg.Kubelet.URL, "http://") {
+		p.add("%s: kubelet.url %q is plain http://: the token would cross the network in clear", configKey, cfg.Kubelet.URL)
+	}
+	if cfg.CommandLine == "full" {
+		p.add("%s: command_line full exports secrets given as flags", configKey)
 	}
 	if lim := memoryLimit(m); lim > 0 {
 		if n, err := goSize(cfg.MemoryLimit); err != nil || n <= 0 || n >= lim {
@@ -373,17 +386,22 @@ func daemonSetPolicy(p *problems, m *manifest) {
 		return
 	}
 
-	// --listen: the probes and Prometheus connect to the pod IP, so the
-	// daemon's default 127.0.0.1 will not do.
-	listen := flagValue(c.Args, "--listen")
-	if host, lp, err := net.SplitHostPort(expandEnv(listen, c.Env)); err != nil {
-		p.add("container %s: --listen %q: %v (the default 127.0.0.1 is unreachable from the kubelet)", c.Name, listen, err)
+	// --listen (everything, /targets included) on loopback; --metrics-listen
+	// on the pod IP, where the probes and Prometheus connect.
+	if host, _, err := net.SplitHostPort(flagValue(c.Args, "--listen")); err != nil || !isLoopback(host) {
+		p.add("container %s: --listen %q: want a loopback address (/targets names what is traced)", c.Name, flagValue(c.Args, "--listen"))
+	}
+	ml := flagValue(c.Args, "--metrics-listen")
+	if host, mp, err := net.SplitHostPort(ml); err != nil {
+		p.add("container %s: --metrics-listen %q: %v (the probes and Prometheus need the pod IP)", c.Name, ml, err)
 	} else {
-		if lp != strconv.Itoa(int(port)) {
-			p.add("--listen port %s is not the metrics port %d", lp, port)
+		if mp != strconv.Itoa(int(port)) {
+			p.add("--metrics-listen port %s is not the metrics port %d", mp, port)
 		}
-		if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-			p.add("--listen %q is loopback: probes and scrapes would fail", listen)
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return "$("+e.Name+")" == host && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP"
+		}) {
+			p.add("--metrics-listen host %q is not $(POD_IP) from status.podIP: it must be the pod IP only", host)
 		}
 	}
 	for _, pr := range []struct {
@@ -431,7 +449,7 @@ func daemonSetPolicy(p *problems, m *manifest) {
 	}
 
 	// Environment from the downward API.
-	fieldRefs := map[string]string{"NODE_NAME": "spec.nodeName", "NODE_IP": "status.hostIP"}
+	fieldRefs := map[string]string{"NODE_NAME": "spec.nodeName", "NODE_IP": "status.hostIP", "POD_IP": "status.podIP"}
 	for name, field := range fieldRefs {
 		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 			return e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == field
@@ -454,7 +472,8 @@ func daemonSetPolicy(p *problems, m *manifest) {
 }
 
 // containerPolicy: drop ALL, add exactly wantCaps, nothing privileged, a
-// read-only root, uid 0, seccomp and AppArmor unconfined, bounded resources.
+// read-only root, uid 0, the runtime's default seccomp profile, AppArmor
+// unconfined, bounded resources.
 func containerPolicy(p *problems, c corev1.Container) {
 	sc := c.SecurityContext
 	if sc == nil || sc.Capabilities == nil {
@@ -479,8 +498,8 @@ func containerPolicy(p *problems, c corev1.Container) {
 	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.RunAsNonRoot != nil && *sc.RunAsNonRoot {
 		p.add("container %s: runAsUser must be 0 (added capabilities are effective only for root)", c.Name)
 	}
-	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined {
-		p.add("container %s: seccompProfile must be Unconfined (bpf, perf_event_open)", c.Name)
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		p.add("container %s: seccompProfile must be RuntimeDefault (it allows bpf and perf_event_open with CAP_BPF and CAP_PERFMON)", c.Name)
 	}
 	if sc.AppArmorProfile == nil || sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined {
 		p.add("container %s: appArmorProfile must be Unconfined", c.Name)
@@ -507,17 +526,9 @@ func flagValue(args []string, name string) string {
 	return ""
 }
 
-// expandEnv replaces $(NAME) as the kubelet does, with a stand-in address
-// for downward-API values that are pod IPs.
-func expandEnv(s string, env []corev1.EnvVar) string {
-	for _, e := range env {
-		v := e.Value
-		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-			v = "10.0.0.1"
-		}
-		s = strings.ReplaceAll(s, "$("+e.Name+")", v)
-	}
-	return s
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 func TestManifestDecodesStrictly(t *testing.T) {
@@ -549,16 +560,24 @@ func TestPolicyCatchesViolations(t *testing.T) {
 		{"writable root", func(m *manifest) { sc(m).ReadOnlyRootFilesystem = nil }, "readOnlyRootFilesystem"},
 		{"escalation", func(m *manifest) { sc(m).AllowPrivilegeEscalation = nil }, "allowPrivilegeEscalation"},
 		{"seccomp", func(m *manifest) { sc(m).SeccompProfile = nil }, "seccompProfile"},
+		{"seccomp unconfined", func(m *manifest) { sc(m).SeccompProfile.Type = corev1.SeccompProfileTypeUnconfined }, "RuntimeDefault"},
 		{"no memory limit", func(m *manifest) {
 			delete(m.ds.Spec.Template.Spec.Containers[0].Resources.Limits, corev1.ResourceMemory)
 		}, "memory request"},
 		{"no toleration", func(m *manifest) { m.ds.Spec.Template.Spec.Tolerations = nil }, "nvidia.com/gpu"},
 		{"liveness path", func(m *manifest) { m.ds.Spec.Template.Spec.Containers[0].LivenessProbe.HTTPGet.Path = "/" }, "livenessProbe"},
-		{"loopback listen", func(m *manifest) {
-			c := &m.ds.Spec.Template.Spec.Containers[0]
-			c.Args = slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return strings.HasPrefix(a, "--listen") })
-			c.Args = append(c.Args, "--listen=127.0.0.1:9464")
-		}, "loopback"},
+		{"listen on every address", func(m *manifest) { setArg(m, "--listen", "0.0.0.0:9464") }, "want a loopback address"},
+		{"metrics on every address", func(m *manifest) { setArg(m, "--metrics-listen", "0.0.0.0:9464") }, "not $(POD_IP)"},
+		{"no metrics listener", func(m *manifest) { setArg(m, "--metrics-listen", "") }, "--metrics-listen"},
+		{"network policy open to all", func(m *manifest) { m.netpol.Spec.Ingress[0].From = nil }, "allows every source"},
+		{"network policy all ports", func(m *manifest) { m.netpol.Spec.Ingress[0].Ports = nil }, "allows every port"},
+		{"network policy other pods", func(m *manifest) { m.netpol.Spec.PodSelector.MatchLabels = map[string]string{"app": "x"} }, "NetworkPolicy selects"},
+		{"skip verify", func(m *manifest) {
+			m.config.Data[configKey] = strings.Replace(m.config.Data[configKey], "kubelet:\n", "kubelet:\n  insecure_skip_verify: true\n", 1)
+		}, "insecure_skip_verify"},
+		{"command line exported", func(m *manifest) {
+			m.config.Data[configKey] = strings.Replace(m.config.Data[configKey], "command_line: off", "command_line: full", 1)
+		}, "command_line full"},
 		{"no daemon arg", func(m *manifest) { m.ds.Spec.Template.Spec.Containers[0].Args[0] = "attach" }, "daemon subcommand"},
 		{"config not mounted", func(m *manifest) { m.ds.Spec.Template.Spec.Containers[0].VolumeMounts[0].MountPath = "/etc/other" }, "not mounted"},
 		{"two images", func(m *manifest) {
@@ -569,9 +588,10 @@ func TestPolicyCatchesViolations(t *testing.T) {
 		}, "differs"},
 		{"rbac list pods", func(m *manifest) {
 			m.role.Rules = append(m.role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
-		}, "ClusterRole rule"},
-		{"rbac no proxy", func(m *manifest) { m.role.Rules[0].Resources = []string{"nodes"} }, "nodes/proxy"},
-		{"unknown config key", func(m *manifest) { m.config.Data[configKey] += "\nbogus: 1\n" }, `"bogus"`},
+		}, `grants "list pods"`},
+		{"rbac nodes/proxy", func(m *manifest) { m.role.Rules[0].Resources = append(m.role.Rules[0].Resources, "nodes/proxy") }, `grants "get nodes/proxy"`},
+		{"rbac no nodes/pods", func(m *manifest) { m.role.Rules[0].Resources = []string{"nodes"} }, "does not grant get nodes/pods"},
+		{"unknown config key", func(m *manifest) { m.config.Data[configKey] += "\nbogus: 1\n" }, "field bogus not found"},
 		{"config type", func(m *manifest) {
 			m.config.Data[configKey] = strings.Replace(m.config.Data[configKey], "max_processes: 16", "max_processes: many", 1)
 		}, "does not decode"},
@@ -588,6 +608,15 @@ func TestPolicyCatchesViolations(t *testing.T) {
 				t.Errorf("policy did not report %q; it reported %q", tc.want, got)
 			}
 		})
+	}
+}
+
+// setArg replaces the container's flag name (or removes it, value "").
+func setArg(m *manifest, name, value string) {
+	c := &m.ds.Spec.Template.Spec.Containers[0]
+	c.Args = slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return a == name || strings.HasPrefix(a, name+"=") })
+	if value != "" {
+		c.Args = append(c.Args, name+"="+value)
 	}
 }
 
@@ -616,7 +645,8 @@ func TestDecodeRejects(t *testing.T) {
 
 // whyComments are lines of the manifest that must say why, in a comment on
 // the line or in the comment lines right above it.
-var whyComments = []string{"hostPID: true", "runAsUser: 0", "seccompProfile:", "appArmorProfile:", "insecure_skip_verify: true"}
+var whyComments = []string{"hostPID: true", "runAsUser: 0", "seccompProfile:", "appArmorProfile:", `resources: ["nodes/pods"]`,
+	"- --metrics-listen=$(POD_IP):9464", "- --listen=127.0.0.1:9464", "policyTypes: [Ingress]", "command_line: off"}
 
 func TestEveryPrivilegeSaysWhy(t *testing.T) {
 	data, err := os.ReadFile(manifestFile)

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -65,7 +63,8 @@ func WatchExecs() (*Execs, error) {
 	return w, nil
 }
 
-// Exec is one execve: the PID and when it happened (CLOCK_BOOTTIME ns).
+// Exec is one execve: the PID and when it happened (CLOCK_BOOTTIME ns, the
+// clock of ktime.BootNow).
 type Exec struct {
 	PID    int
 	BootNs uint64
@@ -120,11 +119,4 @@ func Scan() ([]int, error) {
 		}
 	}
 	return pids, nil
-}
-
-// BootNow is CLOCK_BOOTTIME now, the clock of Exec.BootNs.
-func BootNow() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	return uint64(ts.Nano())
 }

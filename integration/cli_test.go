@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,6 +179,97 @@ func TestCollectorDown(t *testing.T) {
 	}
 }
 
+// zombie starts a process whose child has exited unreaped, and returns the
+// child's PID.
+func zombie(t *testing.T) string {
+	t.Helper()
+	// sh forks true, then becomes sleep, which never waits for it.
+	cmd := exec.Command("/bin/sh", "-c", "true & exec sleep 60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		for _, k := range strings.Fields(string(kids)) {
+			if stat, _ := os.ReadFile("/proc/" + k + "/stat"); strings.Contains(string(stat), ") Z ") {
+				return k
+			}
+		}
+	}
+	t.Fatal("no zombie child appeared")
+	return ""
+}
+
+type nonELFTarget struct{ pid, file, spec string }
+
+// mapsNonELF starts a process that maps a text file executable, and writes
+// a spec whose binary is that file.
+func mapsNonELF(t *testing.T, spec []byte) nonELFTarget {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "libfake.so")
+	if err := os.WriteFile(file, bytes.Repeat([]byte("not an ELF file\n"), 512), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := `import mmap, os, sys, time
+f = open(sys.argv[1], "rb")
+m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ | mmap.PROT_EXEC, flags=mmap.MAP_PRIVATE)
+print("ready", flush=True)
+time.sleep(60)
+`
+	cmd := exec.Command("python3", "-c", script, file)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Skipf("python3 not available to map a file: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("mapping process: %q %v", line, err)
+	}
+	path := filepath.Join(dir, "fake.yaml")
+	_ = os.WriteFile(path, bytes.ReplaceAll(spec, []byte("binary: [specdemo, specdemo-cet]"), []byte("binary: libfake.so")), 0o644)
+	return nonELFTarget{itoa(cmd.Process.Pid), file, path}
+}
+
+// TestInterruptCollectorDown: SIGINT while the collector is unreachable
+// (OTLP's own timeout left at its 10s default) ends with exit 0 within the
+// flush timeout, the spans not delivered counted.
+func TestInterruptCollectorDown(t *testing.T) {
+	needRoot(t)
+	d := startDemo(t, demoBinary(t, "specdemo-cet"), "--requests", "1000000")
+	d.release(t)
+	cmd := exec.Command(specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid), "--exporter", "otlp-grpc", "--flush-timeout", "2s")
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_INSECURE=true")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "attached to PID"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("specprobe did not attach:\n%s", out.String())
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // let spans pile up for the dead collector: this is the workload, not a sync
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("exit after SIGINT with the collector down: %v (want 0)\n%s", err, out.String())
+	}
+	if took > 2*time.Second+1500*time.Millisecond {
+		t.Errorf("took %s to exit, want the 2s flush timeout and little more", took)
+	}
+	if !strings.Contains(out.String(), "flush timeout counts as dropped") || strings.Contains(out.String(), " 0 dropped (queue full or flush timeout), 0 failed") {
+		t.Errorf("undelivered spans not counted:\n%s", out.String())
+	}
+	t.Logf("exit 0 %s after SIGINT", took.Round(time.Millisecond))
+	assertNoProbesLeft(t)
+}
+
 // TestSignalsDetach: SIGINT and SIGTERM end the session with exit 0 and no probe left.
 func TestSignalsDetach(t *testing.T) {
 	needRoot(t)
@@ -224,13 +317,20 @@ func TestBadInput(t *testing.T) {
 	_ = os.WriteFile(broken, bytes.Replace(spec, []byte("scope: batch"), []byte("scope: batchh"), 1), 0o644)
 	otherBinary := filepath.Join(dir, "other.yaml")
 	_ = os.WriteFile(otherBinary, bytes.ReplaceAll(spec, []byte("binary: [specdemo, specdemo-cet]"), []byte("binary: libnothere.so")), 0o644)
+	nonELF := mapsNonELF(t, spec)
 
 	cases := []struct {
 		name string
 		args []string
 		want []string
 	}{
-		{"no such pid", []string{"attach", "--pid", "999999999"}, []string{"no process with PID 999999999"}},
+		{"no such pid", []string{"attach", "--pid", "4194303"}, []string{"no process with PID 4194303"}},
+		// 2^32+1 would be PID 1 once truncated to the kernel's 32 bits.
+		{"pid past the limit", []string{"attach", "--pid", "4294967297"}, []string{"invalid PID 4294967297", "1 to 4194304"}},
+		{"kernel thread", []string{"attach", "--pid", "2"}, []string{"PID 2 (kthreadd) is a kernel thread"}},
+		{"zombie", []string{"attach", "--pid", zombie(t)}, []string{"has exited", "zombie", "not reaped"}},
+		{"non-ELF mapped file", []string{"attach", "--pid", nonELF.pid, "--probes", nonELF.spec}, []string{nonELF.file, "not an ELF file"}},
+		{"negative duration", []string{"attach", "--pid", pid, "--duration", "-5s"}, []string{"--duration -5s: want a positive duration"}},
 		{"symbol missing", []string{"attach", "--pid", pid, "--probes", missing}, []string{"stage verify", `symbol "demo_verfy" not found`, "specdemo-cet", "close names: demo_verify"}},
 		{"malformed spec", []string{"attach", "--pid", pid, "--probes", broken}, []string{broken + ":", "expected request or batch"}},
 		{"binary not mapped", []string{"attach", "--pid", pid, "--probes", otherBinary}, []string{"maps none of libnothere.so", "specdemo-cet"}},

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -182,3 +183,86 @@ func waitExit(t testing.TB, d *demo, want int) {
 func fmtNs(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000000") }
 
 var _ = fmt.Sprintf
+
+// memCgroup is a memory cgroup the test made, with a limit, for a process
+// that must live within what its DaemonSet would give it.
+type memCgroup struct {
+	dir string
+	v2  bool
+}
+
+// newMemCgroup makes a memory cgroup below the test's own, limited to
+// limit bytes; it skips the test where there is none to make.
+func newMemCgroup(t *testing.T, limit int64) *memCgroup {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skipf("no /proc/self/cgroup: %v", err)
+	}
+	var cg *memCgroup
+	for _, line := range strings.Split(string(self), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		switch {
+		case len(f) == 3 && f[1] == "memory":
+			cg = &memCgroup{dir: filepath.Join("/sys/fs/cgroup/memory", f[2])}
+		case len(f) == 3 && f[0] == "0" && cg == nil:
+			if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "memory") {
+				cg = &memCgroup{dir: filepath.Join("/sys/fs/cgroup", f[2]), v2: true}
+			}
+		}
+	}
+	if cg == nil {
+		t.Skip("no memory cgroup controller to cap the daemon's memory with")
+	}
+	cg.dir = filepath.Join(cg.dir, fmt.Sprintf("specprobe-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg.dir, 0o755); err != nil {
+		t.Skipf("cannot make a memory cgroup: %v", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(cg.dir) }) // after the processes in it are gone
+	limitFile := "memory.limit_in_bytes"
+	if cg.v2 {
+		limitFile = "memory.max"
+	}
+	if err := os.WriteFile(filepath.Join(cg.dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		t.Fatalf("setting the memory limit: %v", err)
+	}
+	return cg
+}
+
+// wrapper runs a command inside the cgroup from its first instruction.
+func (c *memCgroup) wrapper() []string {
+	return []string{"/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, c.dir}
+}
+
+// peak is the most memory the cgroup's processes have used.
+func (c *memCgroup) peak() int64 {
+	name := "memory.max_usage_in_bytes"
+	if c.v2 {
+		name = "memory.peak"
+	}
+	b, _ := os.ReadFile(filepath.Join(c.dir, name))
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// oomKills counts the processes the kernel killed for the limit.
+func (c *memCgroup) oomKills() int {
+	name := "memory.oom_control"
+	if c.v2 {
+		name = "memory.events"
+	}
+	b, _ := os.ReadFile(filepath.Join(c.dir, name))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// asUser runs argv as an unprivileged user (uid and gid 1000, no groups):
+// an attacker on the node.
+func asUser(argv ...string) []string {
+	return append([]string{"setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"}, argv...)
+}

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
+
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 // maxPodListBytes caps the decoded body; a full node (110 pods) lists a few MiB.
@@ -67,10 +68,13 @@ func (r *Resolver) fetchPods(ctx context.Context) (map[string]*pod, error) {
 		return nil, fmt.Errorf("k8smeta: kubelet /pods: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	// Projected service-account tokens are rotated on disk, so read per request.
-	if tok, err := os.ReadFile(r.tokenFile); err == nil {
-		if t := strings.TrimSpace(string(tok)); t != "" {
-			req.Header.Set("Authorization", "Bearer "+t)
+	// Projected service-account tokens are rotated on disk, so read per
+	// request (a regular file of a few KiB: a token is under 2 KiB).
+	if r.tokenFile != NoToken {
+		if tok, err := safefile.ReadRegular(r.tokenFile, 64<<10); err == nil {
+			if t := strings.TrimSpace(string(tok)); t != "" {
+				req.Header.Set("Authorization", "Bearer "+t)
+			}
 		}
 	}
 	resp, err := r.client.Do(req)
@@ -82,7 +86,7 @@ func (r *Resolver) fetchPods(ctx context.Context) (map[string]*pod, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 		hint := ""
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			hint = " (the service account needs get on nodes/proxy or nodes/pods)"
+			hint = " (the service account needs get on nodes/pods, which the kubelet checks for /pods from Kubernetes 1.33, KubeletFineGrainedAuthz; an older kubelet checks nodes/proxy, which also allows exec into every container and is not granted)"
 		}
 		return nil, fmt.Errorf("k8smeta: kubelet /pods: %s%s", resp.Status, hint)
 	}

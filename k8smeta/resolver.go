@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 const (
@@ -31,13 +33,17 @@ const (
 type Config struct {
 	NodeName           string        // default: $NODE_NAME (downward API)
 	KubeletURL         string        // e.g. https://10.0.0.5:10250; "" = no kubelet lookups. Default $KUBELET_URL, else https://$NODE_IP:10250 when $NODE_IP is set
-	TokenFile          string        // bearer token, default the service-account token (missing file: no Authorization header)
+	TokenFile          string        // bearer token, default the service-account token (missing file: no Authorization header); NoToken: never send one
 	CAFile             string        // default the service-account ca.crt if it exists
-	InsecureSkipVerify bool          // kubelet serving certs are often self-signed
+	InsecureSkipVerify bool          // do not verify the kubelet's serving certificate: only where it cannot be (self-signed, no CA to give)
 	Refresh            time.Duration // min interval between kubelet /pods fetches, default 10s
 	ProcRoot           string        // default "/proc"
 	Client             *http.Client  // tests; default built from the TLS settings, 5s timeout
 }
+
+// NoToken as TokenFile sends no Authorization header: what an http:// URL
+// (the kubelet's unauthenticated read-only port) requires.
+const NoToken = "none"
 
 // Resolver maps pids to Info, caching the kubelet's pod list.
 type Resolver struct {
@@ -87,6 +93,9 @@ func NewResolver(cfg Config) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(u, "http://") && r.tokenFile != NoToken {
+		return nil, fmt.Errorf("k8smeta: kubelet URL %s is plain http://: the service-account token would cross the network in clear; use https:// (port 10250), or token_file: %s for a kubelet port that needs none", u, NoToken)
+	}
 	r.kubeletURL = u
 	if r.client == nil {
 		if r.client, err = newClient(cfg.CAFile, cfg.InsecureSkipVerify); err != nil {
@@ -124,7 +133,7 @@ func newClient(caFile string, insecure bool) (*http.Client, error) {
 		caFile = defaultCAFile
 	}
 	tlsCfg := &tls.Config{InsecureSkipVerify: insecure}
-	pem, err := os.ReadFile(caFile)
+	pem, err := safefile.ReadRegular(caFile, 1<<20)
 	switch {
 	case err == nil:
 		pool := x509.NewCertPool()
@@ -149,7 +158,7 @@ func newClient(caFile string, insecure bool) (*http.Client, error) {
 // a pod on a configured kubelet, from the kubelet's pod list.
 func (r *Resolver) Lookup(ctx context.Context, pid int) Info {
 	info := Info{NodeName: r.nodeName}
-	data, err := os.ReadFile(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"))
+	data, err := safefile.ReadRegular(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"), 64<<10)
 	if err != nil {
 		return info // exited, or not ours to read: nothing more is knowable
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -175,6 +176,33 @@ func TestDefaultClient(t *testing.T) {
 	}
 }
 
+// TestPlainHTTPRefused: the token is never sent over http://; a kubelet
+// port that needs no token can still be used, with token_file: none.
+func TestPlainHTTPRefused(t *testing.T) {
+	if _, err := NewResolver(Config{KubeletURL: "http://10.0.0.5:10255"}); err == nil || !strings.Contains(err.Error(), "plain http://") {
+		t.Errorf("http:// with the token: %v, want refused", err)
+	}
+	t.Setenv("KUBELET_URL", "http://10.0.0.5:10255")
+	if _, err := NewResolver(Config{}); err == nil {
+		t.Error("http:// from $KUBELET_URL with the token: accepted")
+	}
+	r, err := NewResolver(Config{KubeletURL: "http://10.0.0.5:10255", TokenFile: NoToken})
+	if err != nil || r.kubeletURL != "http://10.0.0.5:10255" {
+		t.Errorf("http:// without a token: %v", err)
+	}
+}
+
+// TestTokenNotSentWithNoToken: token_file none sends no Authorization.
+func TestTokenNotSentWithNoToken(t *testing.T) {
+	e := newEnv(t, Config{TokenFile: NoToken})
+	if got := e.r.Lookup(context.Background(), 100); got.PodName != "vllm-0" {
+		t.Errorf("Lookup = %+v", got)
+	}
+	if a := e.k.lastAuth(); a != "" {
+		t.Errorf("Authorization = %q with token_file none", a)
+	}
+}
+
 func TestNewResolverConfig(t *testing.T) {
 	t.Setenv("KUBELET_URL", "")
 	t.Setenv("NODE_IP", "")
@@ -201,7 +229,7 @@ func TestNewResolverConfig(t *testing.T) {
 		{"", "10.0.0.5", "", "https://10.0.0.5:10250"},
 		{"", "fd00::5", "", "https://[fd00::5]:10250"},
 		{"https://kubelet.local:10250/", "10.0.0.5", "", "https://kubelet.local:10250"},
-		{"https://env:10250", "", "http://cfg:10255", "http://cfg:10255"},
+		{"https://env:10250", "", "https://cfg:10250", "https://cfg:10250"},
 	} {
 		t.Setenv("KUBELET_URL", tc.kubeletURL)
 		t.Setenv("NODE_IP", tc.nodeIP)

@@ -147,34 +147,50 @@ func (s *Session) arm() error {
 		byFile[t.File.Open] = append(byFile[t.File.Open], i)
 	}
 	for _, path := range files {
-		ex, err := link.OpenExecutable(path)
-		if err != nil {
+		idx := byFile[path]
+		if err := s.armFile(s.Targets[idx[0]].File, path, idx); err != nil {
 			return err
 		}
-		idx := byFile[path]
-		if s.Multi {
-			opts := &link.UprobeMultiOptions{PID: uint32(s.PID)}
-			for _, i := range idx {
-				opts.Addresses = append(opts.Addresses, s.Targets[i].Offset)
-				opts.Cookies = append(opts.Cookies, uint64(i))
-			}
-			if err := s.add(ex.UprobeMulti(nil, s.objs.StageEntryMulti, opts)); err != nil {
-				return fmt.Errorf("attaching entry probes to %s: %w", path, err)
-			}
-			if err := s.add(ex.UretprobeMulti(nil, s.objs.StageExitMulti, opts)); err != nil {
-				return fmt.Errorf("attaching exit probes to %s: %w", path, err)
-			}
-			continue
-		}
+	}
+	return nil
+}
+
+// armFile attaches the probes of one file. The kernel takes a path and
+// resolves it itself: it gets /proc/self/fd/N of the file opened and
+// checked here, so that a symlink swapped into the target's tree between
+// that check and the attach cannot put the probes on another file.
+func (s *Session) armFile(m Mapping, path string, idx []int) error {
+	f, err := m.OpenFile()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return err
+	}
+	if s.Multi {
+		opts := &link.UprobeMultiOptions{PID: uint32(s.PID)}
 		for _, i := range idx {
-			t := s.Targets[i]
-			opts := &link.UprobeOptions{Address: t.Offset, PID: s.PID, Cookie: uint64(i)}
-			if err := s.add(ex.Uprobe(t.Symbol.Name, s.objs.StageEntry, opts)); err != nil {
-				return fmt.Errorf("attaching the entry probe of %s: %w", t.Symbol.Demangled, err)
-			}
-			if err := s.add(ex.Uretprobe(t.Symbol.Name, s.objs.StageExit, opts)); err != nil {
-				return fmt.Errorf("attaching the exit probe of %s: %w", t.Symbol.Demangled, err)
-			}
+			opts.Addresses = append(opts.Addresses, s.Targets[i].Offset)
+			opts.Cookies = append(opts.Cookies, uint64(i))
+		}
+		if err := s.add(ex.UprobeMulti(nil, s.objs.StageEntryMulti, opts)); err != nil {
+			return fmt.Errorf("attaching entry probes to %s: %w", path, err)
+		}
+		if err := s.add(ex.UretprobeMulti(nil, s.objs.StageExitMulti, opts)); err != nil {
+			return fmt.Errorf("attaching exit probes to %s: %w", path, err)
+		}
+		return nil
+	}
+	for _, i := range idx {
+		t := s.Targets[i]
+		opts := &link.UprobeOptions{Address: t.Offset, PID: s.PID, Cookie: uint64(i)}
+		if err := s.add(ex.Uprobe(t.Symbol.Name, s.objs.StageEntry, opts)); err != nil {
+			return fmt.Errorf("attaching the entry probe of %s: %w", t.Symbol.Demangled, err)
+		}
+		if err := s.add(ex.Uretprobe(t.Symbol.Name, s.objs.StageExit, opts)); err != nil {
+			return fmt.Errorf("attaching the exit probe of %s: %w", t.Symbol.Demangled, err)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package loader
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -22,6 +23,10 @@ func ProbeOffset(path string, sym *Symbol, skipEndbr bool) (off uint64, first st
 		return 0, "", err
 	}
 	defer f.Close()
+	return probeOffset(f, sym, skipEndbr)
+}
+
+func probeOffset(f io.ReaderAt, sym *Symbol, skipEndbr bool) (off uint64, first string, err error) {
 	code := make([]byte, 32)
 	n, err := f.ReadAt(code, int64(sym.Offset))
 	if n < len(endbr64)+1 {

@@ -5,77 +5,101 @@
 package loader
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/specprobe/specprobe/internal/elfsym"
+	"github.com/specprobe/specprobe/internal/procfs"
 )
 
-// Mapping is one file the process has mapped.
+// ErrTooManyMappings: a process maps more executable files than any server.
+var ErrTooManyMappings = errors.New("too many mappings")
+
+// Mapping is one file the process has mapped executable.
 type Mapping struct {
-	Path  string // as the process sees it
-	Open  string // how to open it from here, through the process's root
+	Path string // as the process sees it
+	// Open names the file from here, for messages and tools: through the
+	// process's root, or map_files for a file deleted since it was mapped.
+	// Open the file itself with OpenFile.
+	Open  string
 	Inode uint64
+	pid   int
+	first procfs.Map // its first executable mapping
 }
 
-// CheckPID tells whether a process exists, with an error a user can act on.
+// CheckPID tells whether pid names a process that can be traced, with an
+// error a user can act on.
 func CheckPID(pid int) error {
-	if pid <= 0 {
-		return fmt.Errorf("invalid PID %d", pid)
+	if pid <= 0 || pid > procfs.MaxPID {
+		return fmt.Errorf("invalid PID %d: Linux PIDs run from 1 to %d", pid, procfs.MaxPID)
 	}
-	err := syscall.Kill(pid, 0)
+	st, err := procfs.ReadStat(pid)
 	switch {
-	case err == nil, errors.Is(err, syscall.EPERM):
-		return nil
-	case errors.Is(err, syscall.ESRCH):
+	case errors.Is(err, procfs.ErrNoProcess):
 		return fmt.Errorf("no process with PID %d", pid)
-	default:
+	case err != nil:
 		return fmt.Errorf("PID %d: %w", pid, err)
+	case st.Kernel():
+		return fmt.Errorf("PID %d (%s) is a kernel thread: it runs no program to trace", pid, st.Comm)
+	case st.Zombie():
+		return fmt.Errorf("PID %d (%s) has exited: it is a zombie that its parent (PID %d) has not reaped; nothing is left to trace", pid, st.Comm, st.PPID)
 	}
+	return nil
 }
+
+// Bounds on the executable files a process maps: vLLM with CUDA maps a few
+// hundred. A process could map tens of thousands, each with a 4 KiB name.
+const (
+	maxMappedFiles = 8192
+	maxMappedBytes = 4 << 20
+)
 
 // Mappings lists the distinct files mapped executable by pid.
 func Mappings(pid int) ([]Mapping, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("no process with PID %d", pid)
-		}
-		return nil, fmt.Errorf("reading the memory map of PID %d: %w", pid, err)
-	}
-	defer f.Close()
 	seen := map[string]bool{}
 	var out []Mapping
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		fields := strings.SplitN(sc.Text(), " ", 6)
-		if len(fields) < 6 || !strings.Contains(fields[1], "x") {
-			continue
+	size := 0
+	err := procfs.Maps(pid, func(m procfs.Map) bool {
+		if !m.Exec() || !m.IsFile() || seen[m.Path] {
+			return true
 		}
-		path := strings.TrimLeft(fields[5], " ")
-		if !strings.HasPrefix(path, "/") || seen[path] {
-			continue
+		if size += len(m.Path); len(out) >= maxMappedFiles || size > maxMappedBytes {
+			return false
 		}
-		seen[path] = true
-		inode, _ := strconv.ParseUint(fields[4], 10, 64)
-		open := fmt.Sprintf("/proc/%d/root%s", pid, path)
-		// A deleted or replaced file is still reachable through map_files.
-		if strings.HasSuffix(path, " (deleted)") || !sameInode(open, inode) {
-			open = fmt.Sprintf("/proc/%d/map_files/%s", pid, fields[0])
+		seen[m.Path] = true
+		mp := Mapping{Path: m.Path, Open: fmt.Sprintf("/proc/%d/root%s", pid, m.Path), Inode: m.Inode, pid: pid, first: m}
+		if m.Deleted {
+			mp.Open = procfs.MapFile(pid, m)
 		}
-		out = append(out, Mapping{Path: path, Open: open, Inode: inode})
+		out = append(out, mp)
+		return true
+	})
+	switch {
+	case errors.Is(err, procfs.ErrNoProcess):
+		return nil, fmt.Errorf("no process with PID %d", pid)
+	case err != nil:
+		return nil, fmt.Errorf("reading the memory map of PID %d: %w", pid, err)
+	case len(out) >= maxMappedFiles || size > maxMappedBytes:
+		return nil, fmt.Errorf("PID %d maps more than %d executable files or %d bytes of their names: %w", pid, maxMappedFiles, maxMappedBytes, ErrTooManyMappings)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
-func sameInode(path string, inode uint64) bool {
-	var st syscall.Stat_t
-	return syscall.Stat(path, &st) == nil && st.Ino == inode
+// OpenFile opens the mapped file itself, so that no symlink or rename in
+// the target's tree can put another file in its place (procfs.OpenMapped).
+func (m Mapping) OpenFile() (*os.File, error) { return procfs.OpenMapped(m.pid, m.first) }
+
+// openELF opens a mapped file as an ELF file whose layout has been checked;
+// errors name the file as the process maps it.
+func (m Mapping) openELF() (*elfsym.File, error) {
+	f, err := m.OpenFile()
+	if err != nil {
+		return nil, err
+	}
+	return elfsym.Open(f, fmt.Sprintf("%s (mapped by PID %d)", m.Path, m.pid))
 }
 
 // MatchBinary tells whether a mapped path is the file a spec names: its
@@ -87,16 +111,12 @@ func MatchBinary(path, name string) bool {
 }
 
 // Exe returns the basename of the process's executable.
-func Exe(pid int) string {
-	p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil {
-		return ""
-	}
-	return filepath.Base(strings.TrimSuffix(p, " (deleted)"))
-}
+func Exe(pid int) string { return procfs.ExeName(pid) }
 
 // Cmdline returns the process's command line, arguments joined by spaces.
+// It may hold secrets (--api-key=...): it is for matching, not for export
+// or logs (see internal/redact).
 func Cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	args, _ := procfs.Cmdline(pid)
+	return strings.TrimSpace(strings.Join(args, " "))
 }

@@ -42,24 +42,17 @@ func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
 
 func resolveStage(pid int, maps []Mapping, st *probes.Stage, skipEndbr bool) (*Target, error) {
 	var searched []string
+	var near []string
 	for _, want := range st.Binary {
 		for _, m := range maps {
 			if !MatchBinary(m.Path, want) {
 				continue
 			}
-			sym, err := FindSymbol(m.Open, st.Symbol)
-			if err != nil {
-				return nil, err
+			t, err := resolveIn(m, st, skipEndbr, &near)
+			if err != nil || t != nil {
+				return t, err
 			}
 			searched = append(searched, m.Path)
-			if sym == nil {
-				continue
-			}
-			off, first, err := ProbeOffset(m.Open, sym, skipEndbr)
-			if err != nil {
-				return nil, err
-			}
-			return &Target{Stage: st, File: m, Symbol: sym, Offset: off, First: first}, nil
 		}
 	}
 	if len(searched) == 0 {
@@ -67,20 +60,38 @@ func resolveStage(pid int, maps []Mapping, st *probes.Stage, skipEndbr bool) (*T
 		for _, m := range maps {
 			mapped = append(mapped, m.Path)
 		}
+		if len(mapped) == 0 {
+			return nil, fmt.Errorf("PID %d maps none of %s; it maps no executable file at all", pid, strings.Join(st.Binary, ", "))
+		}
 		return nil, fmt.Errorf("PID %d maps none of %s; it maps:\n  %s",
 			pid, strings.Join(st.Binary, ", "), strings.Join(mapped, "\n  "))
 	}
 	msg := fmt.Sprintf("symbol %q not found (searched .symtab and .dynsym of %s)", st.Symbol, strings.Join(searched, ", "))
-	var near []string
-	for _, m := range maps {
-		for _, s := range searched {
-			if m.Path == s {
-				near = append(near, NearNames(m.Open, st.Symbol, 5)...)
-			}
-		}
-	}
 	if len(near) > 0 {
 		msg += "; close names: " + strings.Join(near, ", ")
 	}
 	return nil, fmt.Errorf("%s", msg)
+}
+
+// resolveIn looks for the stage's symbol in one mapped file; nil when it is
+// not there, with close names added to near.
+func resolveIn(m Mapping, st *probes.Stage, skipEndbr bool, near *[]string) (*Target, error) {
+	f, err := m.openELF()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sym, err := findSymbol(f, st.Symbol)
+	if err != nil {
+		return nil, err
+	}
+	if sym == nil {
+		*near = append(*near, nearNames(f, st.Symbol, 5)...)
+		return nil, nil
+	}
+	off, first, err := probeOffset(f, sym, skipEndbr)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{Stage: st, File: m, Symbol: sym, Offset: off, First: first}, nil
 }

@@ -1,13 +1,11 @@
 package loader
 
 import (
-	"bufio"
 	"debug/elf"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/specprobe/specprobe/internal/procfs"
 )
 
 // Symbolizer names the function an instruction pointer of a process is in,
@@ -23,53 +21,60 @@ type execRange struct {
 
 type fileSyms struct {
 	path  string
-	syms  []elf.Symbol // functions, by address
-	progs []elf.Prog
+	syms  []funcSym // by address
+	progs []elf.ProgHeader
 }
+
+type funcSym struct {
+	value, size uint64
+	name        string
+}
+
+// maxSymbolized bounds the functions a Symbolizer keeps over all files: a
+// process mapping hundreds of large libraries keeps names for the first
+// ones it maps (the executable and the interpreter come first).
+const maxSymbolized = 1 << 20
 
 // NewSymbolizer reads pid's executable mappings and their symbols once.
 func NewSymbolizer(pid int) (*Symbolizer, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	files := map[string]*fileSyms{}
 	s := &Symbolizer{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || !strings.Contains(fields[1], "x") || !strings.HasPrefix(fields[5], "/") {
-			continue
+	kept := 0
+	err := procfs.Maps(pid, func(m procfs.Map) bool {
+		if !m.Exec() || !m.IsFile() {
+			return true
 		}
-		lo, hi, _ := strings.Cut(fields[0], "-")
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		end, _ := strconv.ParseUint(hi, 16, 64)
-		off, _ := strconv.ParseUint(fields[2], 16, 64)
-		path := fields[5]
-		fs := files[path]
+		fs := files[m.Path]
 		if fs == nil {
-			fs = loadSyms(fmt.Sprintf("/proc/%d/root%s", pid, path), path)
-			files[path] = fs
+			mp := Mapping{Path: m.Path, Inode: m.Inode, pid: pid, first: m}
+			fs = loadSyms(mp, maxSymbolized-kept)
+			kept += len(fs.syms)
+			files[m.Path] = fs
 		}
-		s.ranges = append(s.ranges, execRange{start, end, off, fs})
-	}
-	return s, sc.Err()
+		s.ranges = append(s.ranges, execRange{m.Start, m.End, m.Offset, fs})
+		return true
+	})
+	return s, err
 }
 
-func loadSyms(open, path string) *fileSyms {
-	fs := &fileSyms{path: path}
-	f, err := elf.Open(open)
+// loadSyms reads up to limit functions of a mapped file; a file that cannot
+// be read leaves only its name.
+func loadSyms(m Mapping, limit int) *fileSyms {
+	fs := &fileSyms{path: m.Path}
+	f, err := m.openELF()
 	if err != nil {
 		return fs
 	}
 	defer f.Close()
-	fs.syms = funcs(f)
-	fs.progs = make([]elf.Prog, len(f.Progs))
-	for i, p := range f.Progs {
-		fs.progs[i] = *p
+	for _, p := range f.Progs {
+		fs.progs = append(fs.progs, p.ProgHeader)
 	}
-	sort.Slice(fs.syms, func(i, j int) bool { return fs.syms[i].Value < fs.syms[j].Value })
+	_ = eachFunc(f, func(s elf.Symbol) {
+		if len(fs.syms) < limit {
+			fs.syms = append(fs.syms, funcSym{s.Value, s.Size, s.Name})
+		}
+	})
+	sort.Slice(fs.syms, func(i, j int) bool { return fs.syms[i].value < fs.syms[j].value })
 	return fs
 }
 
@@ -77,7 +82,7 @@ func loadSyms(open, path string) *fileSyms {
 func (s *Symbolizer) Has(name string) bool {
 	for _, r := range s.ranges {
 		for _, sym := range r.file.syms {
-			if sym.Name == name {
+			if sym.name == name {
 				return true
 			}
 		}
@@ -96,11 +101,11 @@ func (s *Symbolizer) Name(ip uint64) string {
 		if !ok {
 			break
 		}
-		i := sort.Search(len(r.file.syms), func(i int) bool { return r.file.syms[i].Value > vaddr }) - 1
+		i := sort.Search(len(r.file.syms), func(i int) bool { return r.file.syms[i].value > vaddr }) - 1
 		if i >= 0 {
 			sym := r.file.syms[i]
-			if vaddr < sym.Value+sym.Size {
-				return fmt.Sprintf("%s+%#x", sym.Name, vaddr-sym.Value)
+			if vaddr < sym.value+sym.size {
+				return fmt.Sprintf("%s+%#x", sym.name, vaddr-sym.value)
 			}
 		}
 		return fmt.Sprintf("%s+%#x", r.file.path, fileOff)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ianlancetaylor/demangle"
 
+	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/near"
 )
 
@@ -18,23 +19,20 @@ type Symbol struct {
 	Size      uint64
 }
 
-// funcs reads the defined functions of an ELF file from .symtab and .dynsym.
-func funcs(f *elf.File) []elf.Symbol {
-	var all []elf.Symbol
-	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, _ := read() // a stripped table is not an error: the other may have it
-		for _, s := range syms {
-			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
-				all = append(all, s)
-			}
+// eachFunc calls fn for each defined function of .symtab, then .dynsym; a
+// stripped table is no error: the other may have the function.
+func eachFunc(f *elfsym.File, fn func(elf.Symbol)) error {
+	return f.Symbols(func(s elf.Symbol, _ bool) bool {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 {
+			fn(s)
 		}
-	}
-	return all
+		return true
+	})
 }
 
 // fileOffset converts a symbol's virtual address to an offset in the file,
 // which is what the kernel's uprobe API takes.
-func fileOffset(f *elf.File, vaddr uint64) (uint64, bool) {
+func fileOffset(f *elfsym.File, vaddr uint64) (uint64, bool) {
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
 			return vaddr - p.Vaddr + p.Off, true
@@ -69,24 +67,28 @@ func normalize(sig string) string {
 // FindSymbol looks a function up in one ELF file. Several different functions
 // matching (overloads) is an error that lists them.
 func FindSymbol(path, want string) (*Symbol, error) {
-	f, err := elf.Open(path)
+	f, err := elfsym.OpenPath(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return findSymbol(f, want)
+}
+
+func findSymbol(f *elfsym.File, want string) (*Symbol, error) {
 	var found []*Symbol
-	for _, s := range funcs(f) {
+	err := eachFunc(f, func(s elf.Symbol) {
 		dem, ok := matches(want, s)
 		if !ok {
-			continue
+			return
 		}
 		off, ok := fileOffset(f, s.Value)
-		if !ok {
-			continue
-		}
-		if !containsOffset(found, off) {
+		if ok && !containsOffset(found, off) {
 			found = append(found, &Symbol{Name: s.Name, Demangled: dem, Offset: off, Size: s.Size})
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch len(found) {
 	case 0:
@@ -99,7 +101,7 @@ func FindSymbol(path, want string) (*Symbol, error) {
 		names = append(names, fmt.Sprintf("%s (%s)", s.Demangled, s.Name))
 	}
 	return nil, fmt.Errorf("symbol %q matches %d functions in %s; give the full signature or the mangled name:\n  %s",
-		want, len(found), path, strings.Join(names, "\n  "))
+		want, len(found), f.Name, strings.Join(names, "\n  "))
 }
 
 func containsOffset(list []*Symbol, off uint64) bool {
@@ -114,22 +116,26 @@ func containsOffset(list []*Symbol, off uint64) bool {
 // NearNames suggests functions of a file whose names resemble want, for a
 // "symbol not found" message.
 func NearNames(path, want string, limit int) []string {
-	f, err := elf.Open(path)
+	f, err := elfsym.OpenPath(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	return nearNames(f, want, limit)
+}
+
+func nearNames(f *elfsym.File, want string, limit int) []string {
 	key := strings.ToLower(lastComponent(want))
 	seen := map[string]bool{}
 	var cands near.List
-	for _, s := range funcs(f) {
+	_ = eachFunc(f, func(s elf.Symbol) { // a read error leaves fewer suggestions
 		name := demangle.Filter(s.Name)
 		short := name
 		if n, err := demangle.ToString(s.Name, demangle.NoParams); err == nil {
 			short = n
 		}
 		if seen[short] {
-			continue
+			return
 		}
 		seen[short] = true
 		last := strings.ToLower(lastComponent(short))
@@ -140,7 +146,7 @@ func NearNames(path, want string, limit int) []string {
 		if d <= max(len(key)/3, 2) {
 			cands.Add(short, d)
 		}
-	}
+	})
 	return cands.Best(limit)
 }
 

@@ -13,17 +13,25 @@ type Process struct {
 	// HasModule tells whether a Python module is imported; nil for a
 	// process that is not CPython.
 	HasModule func(string) bool
+	// RequireModule: a spec that names modules (EngineModules) matches
+	// only once the process has imported one of them, never by
+	// executable or command line. An engine's launcher shares the server's
+	// command line but runs no stage: the daemon, which attaches to every
+	// process it finds, sets it; attach, told the PID, does not.
+	RequireModule bool
 }
 
 // Detect returns the spec whose match section fits the process, or nil; of
-// several, the one with the highest match priority, then the first.
+// several, the one with the highest match priority, then the first. It is
+// the one place a spec is chosen for a process, by attach and the daemon.
 func Detect(specs []*Spec, p Process) *Spec {
 	for _, s := range ByPriority(specs) {
-		if s.Matches(p.Exe, p.Cmdline, p.Mapped) {
+		mods := s.EngineModules()
+		if !(p.RequireModule && len(mods) > 0) && s.Matches(p.Exe, p.Cmdline, p.Mapped) {
 			return s
 		}
 		if p.HasModule != nil {
-			for _, m := range s.Match.Module {
+			for _, m := range mods {
 				if p.HasModule(m) {
 					return s
 				}
@@ -31,6 +39,31 @@ func Detect(specs []*Spec, p Process) *Spec {
 		}
 	}
 	return nil
+}
+
+// IsPython tells whether the spec has a Python stage.
+func (s *Spec) IsPython() bool {
+	for _, st := range s.Stages {
+		if st.IsPython() {
+			return true
+		}
+	}
+	return false
+}
+
+// EngineModules are the modules whose import says the engine runs in a
+// process: match.module, else the modules of the stages.
+func (s *Spec) EngineModules() []string {
+	if len(s.Match.Module) > 0 {
+		return s.Match.Module
+	}
+	var out []string
+	for _, name := range StageNames {
+		if st := s.Stages[name]; st != nil && st.IsPython() && !slices.Contains(out, st.Module) {
+			out = append(out, st.Module)
+		}
+	}
+	return out
 }
 
 // Matches tells whether a process fits the spec's match section.

@@ -3,13 +3,14 @@ package probes
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 // Error is a mistake in a spec, with the place it was found.
@@ -26,9 +27,14 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
-// Load reads and checks a spec file.
+// MaxSpecBytes bounds a spec file: the catalog's largest is a few KiB.
+const MaxSpecBytes = 1 << 20
+
+// Load reads and checks a spec file. Only a regular file is read (a FIFO or
+// /dev/zero given by mistake, or by someone else, is refused before a byte is
+// read), and no larger than MaxSpecBytes.
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadRegular(path, MaxSpecBytes)
 	if err != nil {
 		return nil, fmt.Errorf("probe spec: %w", err)
 	}

@@ -704,3 +704,30 @@ func TestDetectByModule(t *testing.T) {
 		t.Errorf("not Python: %v", got)
 	}
 }
+
+// TestDetectRequireModule: the daemon's rule, in the same function attach
+// uses. A Python spec that matches a launcher by its command line waits for
+// the module; a spec without match.module waits for a stage's module; a
+// native spec is not affected.
+func TestDetectRequireModule(t *testing.T) {
+	py := &probes.Spec{Engine: "py", Match: probes.Match{Cmdline: []string{"launch_server"}},
+		Stages: map[string]*probes.Stage{"verify": {Module: "eng.worker", Qualname: "W.verify"}}}
+	native := &probes.Spec{Engine: "native", Match: probes.Match{Exe: []string{"llama-server"}}}
+	specs := []*probes.Spec{py, native}
+	none := func(string) bool { return false }
+	worker := func(m string) bool { return m == "eng.worker" }
+	for _, tc := range []struct {
+		name string
+		p    probes.Process
+		want *probes.Spec
+	}{
+		{"attach: command line", probes.Process{Exe: "python3", Cmdline: "python3 -m launch_server", HasModule: none}, py},
+		{"daemon: command line only", probes.Process{Exe: "python3", Cmdline: "python3 -m launch_server", HasModule: none, RequireModule: true}, nil},
+		{"daemon: stage module imported", probes.Process{Exe: "python3", HasModule: worker, RequireModule: true}, py},
+		{"daemon: native", probes.Process{Exe: "llama-server", RequireModule: true}, native},
+	} {
+		if got := probes.Detect(specs, tc.p); got != tc.want {
+			t.Errorf("%s: Detect = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

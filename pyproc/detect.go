@@ -1,48 +1,40 @@
 package pyproc
 
 import (
-	"bufio"
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/specprobe/specprobe/internal/elfsym"
+	"github.com/specprobe/specprobe/internal/procfs"
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
-type mapping struct {
-	start, off uint64
-	path       string
-}
+// Bounds on what a process's maps can make findInterpreter do: the
+// mappings kept (a real interpreter maps its file 4 to 6 times) and the
+// files opened.
+const (
+	maxInterpMaps  = 256
+	maxInterpFiles = 4
+)
 
-func readMaps(pid int) ([]mapping, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []mapping
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || !strings.HasPrefix(fields[5], "/") {
-			continue
+// interpMaps lists the mappings of the files that may hold the interpreter:
+// libpython, and the executable. Only those are kept: a process may map
+// tens of thousands of other files.
+func interpMaps(pid int, exe string) ([]procfs.Map, error) {
+	var out []procfs.Map
+	err := procfs.Maps(pid, func(m procfs.Map) bool {
+		base := filepath.Base(m.Path)
+		if m.IsFile() && (libRe.MatchString(base) || m.Path == exe || exeRe.MatchString(base)) {
+			out = append(out, m)
 		}
-		rng := strings.SplitN(fields[0], "-", 2)
-		start, err1 := strconv.ParseUint(rng[0], 16, 64)
-		off, err2 := strconv.ParseUint(fields[2], 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		path := strings.Join(fields[5:], " ")
-		path = strings.TrimSuffix(path, " (deleted)")
-		out = append(out, mapping{start: start, off: off, path: path})
-	}
-	return out, sc.Err()
+		return len(out) < maxInterpMaps
+	})
+	return out, err
 }
 
 // The ABI flags matter: "t" marks a free-threaded build (Py_GIL_DISABLED).
@@ -91,32 +83,38 @@ var wantSyms = []string{
 // builds), then the executable (Debian's static python3.11 is non-PIE with
 // libpython inside).
 func findInterpreter(pid int) (*interpBinary, error) {
-	maps, err := readMaps(pid)
+	exe := procfs.Exe(pid)
+	maps, err := interpMaps(pid, exe)
 	if err != nil {
 		return nil, err
 	}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	exe = strings.TrimSuffix(exe, " (deleted)")
-	var libs, rest []string
+	var libs, rest []procfs.Map
 	seen := map[string]bool{}
 	for _, m := range maps {
-		if seen[m.path] {
+		if seen[m.Path] {
 			continue
 		}
-		seen[m.path] = true
-		base := filepath.Base(m.path)
+		seen[m.Path] = true
+		base := filepath.Base(m.Path)
 		switch {
 		case libRe.MatchString(base):
-			libs = append(libs, m.path)
-		case m.path == exe || exeRe.MatchString(base):
-			rest = append(rest, m.path)
+			libs = append(libs, m)
+		case m.Path == exe || exeRe.MatchString(base):
+			rest = append(rest, m)
 		}
 	}
 	var tried []string
-	for _, path := range append(libs, rest...) {
-		b, err := loadBinary(pid, path, maps)
+	var hostile error
+	files := append(libs, rest...)
+	for _, m := range files[:min(len(files), maxInterpFiles)] {
+		b, err := loadBinary(pid, m, maps)
 		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s (%v)", path, err))
+			tried = append(tried, err.Error())
+			for _, e := range []error{elfsym.ErrInvalid, safefile.ErrSymlink} {
+				if errors.Is(err, e) && hostile == nil {
+					hostile = e
+				}
+			}
 			continue
 		}
 		return b, nil
@@ -124,51 +122,61 @@ func findInterpreter(pid int) (*interpBinary, error) {
 	if len(tried) == 0 {
 		return nil, fmt.Errorf("pid %d (%s) is not a CPython process: it maps no libpython and no python executable", pid, exe)
 	}
-	return nil, fmt.Errorf("pid %d (%s) is not a CPython process: no _PyRuntime found; tried %s", pid, exe, strings.Join(tried, "; "))
+	err = fmt.Errorf("pid %d (%s) is not a CPython process: no _PyRuntime found; tried %s", pid, exe, strings.Join(tried, "; "))
+	if hostile != nil {
+		// A forged file or a swapped path stays so: say it to callers
+		// deciding whether to look again.
+		err = fmt.Errorf("%w (%w)", err, hostile)
+	}
+	return nil, err
 }
 
-func loadBinary(pid int, path string, maps []mapping) (*interpBinary, error) {
+func loadBinary(pid int, m procfs.Map, maps []procfs.Map) (*interpBinary, error) {
 	// Through the target's root so paths inside containers resolve.
-	f, err := elf.Open(fmt.Sprintf("/proc/%d/root%s", pid, path))
+	file, err := procfs.OpenMapped(pid, m)
+	if err != nil {
+		return nil, err
+	}
+	f, err := elfsym.Open(file, m.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	want := map[string]bool{}
+	for _, name := range wantSyms {
+		want[name] = true
+	}
+	// .dynsym exports _PyRuntime and the types where a build has them, and
+	// wins; .symtab (when not stripped) has the rest.
 	syms := map[string]uint64{}
-	collect := func(list []elf.Symbol) {
-		for _, s := range list {
-			if s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_OBJECT {
+	err = f.Symbols(func(s elf.Symbol, dynamic bool) bool {
+		if want[s.Name] && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_OBJECT {
+			if _, dup := syms[s.Name]; !dup || dynamic {
 				syms[s.Name] = s.Value
 			}
 		}
-	}
-	if ds, err := f.DynamicSymbols(); err == nil {
-		collect(ds)
-	}
-	if _, ok := syms["_PyRuntime"]; !ok {
-		if ss, err := f.Symbols(); err == nil {
-			collect(ss)
-		}
-	}
-	if _, ok := syms["_PyRuntime"]; !ok {
-		return nil, errors.New("no _PyRuntime symbol")
-	}
-	bias, err := loadBias(f, path, maps)
+		return true
+	})
 	if err != nil {
 		return nil, err
 	}
-	b := &interpBinary{path: path, bias: bias, syms: map[string]uint64{}, isLib: f.Type == elf.ET_DYN}
-	for _, name := range wantSyms {
-		if v, ok := syms[name]; ok {
-			b.syms[name] = v + bias
-		}
+	if _, ok := syms["_PyRuntime"]; !ok {
+		return nil, fmt.Errorf("%s: no _PyRuntime symbol", m.Path)
+	}
+	bias, err := loadBias(f.File, m.Path, maps)
+	if err != nil {
+		return nil, err
+	}
+	b := &interpBinary{path: m.Path, bias: bias, syms: map[string]uint64{}, isLib: f.Type == elf.ET_DYN}
+	for name, v := range syms {
+		b.syms[name] = v + bias
 	}
 	return b, nil
 }
 
 // loadBias is where the file's first PT_LOAD landed minus where it asked to
 // be: 0 for a non-PIE executable, the mmap base for a shared library.
-func loadBias(f *elf.File, path string, maps []mapping) (uint64, error) {
+func loadBias(f *elf.File, path string, maps []procfs.Map) (uint64, error) {
 	if f.Type == elf.ET_EXEC {
 		return 0, nil
 	}
@@ -178,8 +186,8 @@ func loadBias(f *elf.File, path string, maps []mapping) (uint64, error) {
 		}
 		pageOff := p.Off &^ 0xfff
 		for _, m := range maps {
-			if m.path == path && m.off == pageOff {
-				return m.start - (p.Vaddr &^ 0xfff), nil
+			if m.Path == path && m.Offset == pageOff {
+				return m.Start - (p.Vaddr &^ 0xfff), nil
 			}
 		}
 		break

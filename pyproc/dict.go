@@ -144,11 +144,24 @@ func (p *Process) dictProbe(v *dictView, key string, hash int64) (uint64, int64,
 	return 0, 0, false, errProbe
 }
 
+// maxScan bounds the entries a scan compares: a few reads each, so a scan
+// costs at most about a tenth of a second. Module dicts, class dicts and
+// the sys.modules of the largest servers (~10,000 modules) are smaller; a
+// dict larger than this is looked up by hash or not at all.
+const maxScan = 1 << 15
+
+// ErrScanTooLarge is returned for a lookup that would have to scan a dict
+// of more than maxScan entries.
+var ErrScanTooLarge = errors.New("too many entries to scan")
+
 // dictScan is the slow path: compare every key.
 func (p *Process) dictScan(v *dictView, key string) (uint64, int64, bool, error) {
 	hash := noHash // our hash would not match the cached ones: compare text only
 	if p.hashOK > 0 {
 		hash = p.strHash(key)
+	}
+	if v.nentries > maxScan {
+		return 0, 0, false, fmt.Errorf("looking up %q: a dict of %d entries, without a hashed lookup that works: %w (at most %d)", key, v.nentries, ErrScanTooLarge, maxScan)
 	}
 	for ix := uint64(0); ix < v.nentries; ix++ {
 		k, val, _, err := p.dictEntry(v, ix)

@@ -47,19 +47,29 @@ type typeAddrs struct {
 	list, long, boolean, float, none, member, getset, cell, bytes, object uint64
 }
 
+// ErrCorrupt marks interpreter state no CPython makes: a list that loops.
+// A process can write its own memory so; reading it again will not help.
+var ErrCorrupt = errors.New("corrupt interpreter state")
+
 // ErrUnsupported marks an interpreter pyproc will never read (too old,
 // free-threaded, unknown version): retrying cannot help.
 var ErrUnsupported = errors.New("unsupported interpreter")
 
 // Attach finds the interpreter inside process pid and works out its version
 // and layout. It refuses versions before 3.10 and free-threaded builds.
-func Attach(pid int) (*Process, error) {
+func Attach(pid int) (*Process, error) { return attachPID(pid, nil) }
+
+func attachPID(pid int, wrap func(Memory) Memory) (*Process, error) {
 	b, err := findInterpreter(pid)
 	if err != nil {
 		return nil, err
 	}
 	pm := newProcMemory(pid)
-	p, err := attach(pm, b)
+	var r Memory = pm
+	if wrap != nil {
+		r = wrap(pm)
+	}
+	p, err := attach(r, b)
 	if err != nil {
 		pm.Close()
 		return nil, fmt.Errorf("pid %d (%s): %w", pid, b.path, err)
@@ -177,7 +187,7 @@ func (p *Process) mainInterp() (uint64, error) {
 		}
 		in = next
 	}
-	return 0, fmt.Errorf("interpreter list does not end")
+	return 0, fmt.Errorf("interpreter list does not end after 1024: %w", ErrCorrupt)
 }
 
 func freeThreaded(v Version) error {

@@ -67,10 +67,14 @@ func (p *Process) strHash(s string) int64 {
 	return h
 }
 
-// checkHash compares our hash of a few keys with the hash the target cached
-// in them. A build with another hash algorithm would make every probe miss,
-// so then every lookup scans instead.
+// checkHash compares our hash of up to 64 keys with the hashes the target
+// cached in them. One key whose cached hash equals ours settles it: our key
+// and algorithm are the target's. Only when every key disagrees (a build
+// with another hash algorithm) does every lookup scan instead. A process
+// can write any bytes into its own strings, so one wrong cached hash must
+// not decide it: that would turn every lookup into a scan.
 func (p *Process) checkHash(v *dictView) {
+	reread, mismatch := false, false
 	for ix := uint64(0); ix < v.nentries && ix < 64; ix++ {
 		k, _, _, err := p.dictEntry(v, ix)
 		if err != nil || k == 0 {
@@ -84,14 +88,21 @@ func (p *Process) checkHash(v *dictView) {
 		if err != nil {
 			continue
 		}
-		if p.strHash(s) != h.hash && p.readHashKey() == nil && p.strHash(s) == h.hash {
-			p.Stats.HashRereads++ // attached before the interpreter set its secret
-		}
 		if p.strHash(s) == h.hash {
 			p.hashOK = 1
-		} else {
-			p.hashOK = -1
+			return
 		}
-		return
+		if !reread { // attached before the interpreter set its secret?
+			reread = true
+			if p.readHashKey() == nil && p.strHash(s) == h.hash {
+				p.Stats.HashRereads++
+				p.hashOK = 1
+				return
+			}
+		}
+		mismatch = true
+	}
+	if mismatch {
+		p.hashOK = -1
 	}
 }

@@ -2,9 +2,8 @@ package pyproc
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
+
+	"github.com/specprobe/specprobe/internal/procfs"
 )
 
 // maxThreads bounds the thread-state list walk.
@@ -33,7 +32,7 @@ func (p *Process) Threads() ([]Thread, error) {
 	seen := map[uint64]bool{}
 	for ts != 0 {
 		if seen[ts] || len(out) >= maxThreads {
-			return out, fmt.Errorf("thread list does not end (at %#x)", ts)
+			return out, fmt.Errorf("thread list does not end (at %#x): %w", ts, ErrCorrupt)
 		}
 		seen[ts] = true
 		t := Thread{Addr: ts}
@@ -69,10 +68,8 @@ func (p *Process) nativeTID(ts, pthread uint64) int {
 		return 0
 	}
 	tid := p.hostTID(int(v))
-	if p.Pid != 0 {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", p.Pid, tid)); err != nil {
-			return 0
-		}
+	if p.Pid != 0 && !procfs.TaskAlive(p.Pid, tid) {
+		return 0
 	}
 	return tid
 }
@@ -102,27 +99,16 @@ func (p *Process) hostTID(inner int) int {
 // (NSpid in /proc/PID/task/TID/status); empty when the target is in ours.
 func nsThreadIDs(pid int) map[int]int {
 	out := map[int]int{}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	for _, task := range tasks {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+	tids, _ := procfs.Tasks(pid)
+	for _, tid := range tids {
+		st, err := procfs.ReadTaskStatus(pid, tid)
 		if err != nil {
 			continue
 		}
-		for _, line := range strings.Split(string(status), "\n") {
-			rest, ok := strings.CutPrefix(line, "NSpid:")
-			if !ok {
-				continue
-			}
-			f := strings.Fields(rest)
-			if len(f) < 2 {
-				return map[int]int{}
-			}
-			ours, err1 := strconv.Atoi(f[0])
-			inner, err2 := strconv.Atoi(f[len(f)-1])
-			if err1 == nil && err2 == nil {
-				out[inner] = ours
-			}
+		if len(st.NSpid) < 2 {
+			return map[int]int{}
 		}
+		out[st.NSpid[len(st.NSpid)-1]] = st.NSpid[0]
 	}
 	return out
 }

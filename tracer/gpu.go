@@ -3,7 +3,6 @@ package tracer
 import (
 	"context"
 	"fmt"
-	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -28,7 +27,7 @@ func startGPU(cfg Config) *gpuSession {
 	if len(cfg.MetricReaders) == 0 {
 		return g
 	}
-	opts := []sdkmetric.Option{sdkmetric.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.Resource))}
+	opts := []sdkmetric.Option{sdkmetric.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource))}
 	for _, r := range cfg.MetricReaders {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}
@@ -54,14 +53,13 @@ func (g *gpuSession) observe(st *spanbuilder.Stats) {
 	g.m.ObserveSpec(st.Accepted, st.Drafted(), st.Verifies)
 }
 
-// stop ends sampling and flushes the metrics. A metrics export that fails
-// (collector down) is reported, not returned: spans are what the run is for.
-func (g *gpuSession) stop(st *spanbuilder.Stats, cfg Config) []string {
+// stop ends sampling and flushes the metrics within ctx. A metrics export
+// that fails (collector down) is reported, not returned: spans are what the
+// run is for.
+func (g *gpuSession) stop(ctx context.Context, st *spanbuilder.Stats, cfg Config) []string {
 	g.s.Stop()
 	if g.mp != nil {
 		g.observe(st)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		if err := g.mp.Shutdown(ctx); err != nil {
 			fmt.Fprintf(cfg.Log, "specprobe: exporting metrics: %v\n", err)
 		}

@@ -173,7 +173,7 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 		}
 	}
 	for _, e := range r.Export {
-		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full), %d failed\n", e.Name, e.Exported, e.Dropped, e.Failed)
+		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full or flush timeout), %d failed\n", e.Name, e.Exported, e.Dropped, e.Failed)
 	}
 	for _, l := range r.GPU {
 		fmt.Fprintf(w, "  %s\n", l)

@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/gpu"
+	"github.com/specprobe/specprobe/internal/procfs"
+	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
@@ -58,6 +60,29 @@ type Config struct {
 	// QueueSize bounds the spans waiting for each exporter (default 65536);
 	// past it spans are dropped and counted, never the target slowed.
 	QueueSize int
+	// FlushTimeout bounds the export of what is left when the session ends,
+	// spans and metrics together (default DefaultFlushTimeout). What is not
+	// delivered by then is counted as dropped: an unreachable collector
+	// delays the exit, it does not fail it.
+	FlushTimeout time.Duration
+	// CommandLine says whether the process's command line goes on the
+	// resource as process.command_line: off (the default), redacted, full.
+	CommandLine redact.Mode
+}
+
+// DefaultFlushTimeout is FlushTimeout's default.
+const DefaultFlushTimeout = 5 * time.Second
+
+func flushTimeout(cfg Config) time.Duration {
+	if cfg.FlushTimeout > 0 {
+		return cfg.FlushTimeout
+	}
+	return DefaultFlushTimeout
+}
+
+// flushContext is the one deadline of a session's final exports.
+func (cfg Config) flushContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), flushTimeout(cfg))
 }
 
 // Progress is what a session has counted so far.
@@ -107,16 +132,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
 	// can take a second, which events would otherwise wait out in the kernel.
 	gpus := startGPU(cfg)
+	abandon := func() {
+		ctx, cancel := cfg.flushContext()
+		defer cancel()
+		gpus.stop(ctx, &spanbuilder.Stats{}, cfg)
+		_ = tp.Shutdown(ctx)
+	}
 	sess, err := loader.Attach(cfg.PID, targets, loader.Options{NoMulti: cfg.NoMulti})
 	if err != nil {
-		gpus.stop(&spanbuilder.Stats{}, cfg)
-		_ = tp.Shutdown(context.Background())
+		abandon()
 		return nil, err
 	}
 	defer sess.Close()
 	if err := py.arm(sess); err != nil {
-		gpus.stop(&spanbuilder.Stats{}, cfg)
-		_ = tp.Shutdown(context.Background())
+		abandon()
 		return nil, err
 	}
 	exe := loader.Exe(cfg.PID)
@@ -200,11 +229,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	sink.Close()
 	live.clear()
 	res.Python = py.stats()
-	res.GPU = gpus.stop(&builder.Stats, cfg)
-
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	shutErr := tp.Shutdown(shutdownCtx)
+	var shutErr error
+	res.GPU, shutErr = flush(cfg, procs, tp, gpus, &builder.Stats)
 	res.Stats = builder.Stats
 	res.Export = exportStats(cfg, procs)
 	if cfg.Progress != nil {
@@ -212,6 +238,37 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	printSummary(cfg.Log, res, accepted)
 	return res, errors.Join(runErr, closeErr, shutErr)
+}
+
+// flush delivers what is left, spans of every exporter and the metrics at
+// the same time, within one FlushTimeout. Each span processor is shut down
+// here rather than through the provider, which stops at the first
+// processor that misses the deadline and would leave the others (a
+// Perfetto file written at shutdown) undone. Spans not delivered in time
+// are counted as dropped: that is reported, not returned.
+func flush(cfg Config, procs []*export.QueueProcessor, tp *sdktrace.TracerProvider, gpus *gpuSession, st *spanbuilder.Stats) ([]string, error) {
+	ctx, cancel := cfg.flushContext()
+	defer cancel()
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.Shutdown(ctx) })
+	}
+	var lines []string
+	wg.Go(func() { lines = gpus.stop(ctx, st, cfg) })
+	wg.Wait()
+	_ = tp.Shutdown(context.Background()) // its processors are shut down already
+	var failed []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			fmt.Fprintf(cfg.Log, "specprobe: exporter %s: what it had not delivered after the %s flush timeout counts as dropped\n", cfg.Exporters[i].Name, flushTimeout(cfg))
+		default:
+			failed = append(failed, fmt.Errorf("exporter %s: %w", cfg.Exporters[i].Name, err))
+		}
+	}
+	return lines, errors.Join(failed...)
 }
 
 func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
@@ -229,7 +286,7 @@ func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
 		sampler = sdktrace.AlwaysSample()
 	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.Resource)),
+		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource)),
 		sdktrace.WithSampler(sampler),
 	}
 	var procs []*export.QueueProcessor
@@ -248,7 +305,7 @@ func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
 func deadThreads(pid int, tids []uint32) []uint32 {
 	var dead []uint32
 	for _, tid := range tids {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid)); os.IsNotExist(err) {
+		if !procfs.TaskAlive(pid, int(tid)) {
 			dead = append(dead, tid)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -30,6 +31,8 @@ func attachCmd() *cobra.Command {
 		quiet     bool
 		idle      time.Duration
 		wait      time.Duration
+		flush     time.Duration
+		cmdline   string
 		gpuFl     *gpuFlags
 	)
 	cmd := &cobra.Command{
@@ -60,7 +63,9 @@ Exporters (--exporter, repeatable):
 OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set.
 
 specprobe detaches completely on Ctrl-C, SIGTERM, --duration expiry or the
-target's exit; a stage in progress then ends with an error status.
+target's exit; a stage in progress then ends with an error status. What the
+exporters have not delivered after --flush-timeout (5s) is counted as dropped:
+an unreachable collector delays the exit, it does not fail it.
 
 GPU state: the GPUs the process has a compute context on are sampled through
 NVML (--gpu-interval, --gpu-process-interval, --gpu-gpm-interval; --no-gpu to
@@ -71,6 +76,13 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pid == 0 {
 				return fmt.Errorf("--pid is required")
+			}
+			if err := checkDurations(duration, flush); err != nil {
+				return err
+			}
+			cmdMode, err := redact.ParseMode(cmdline)
+			if err != nil {
+				return fmt.Errorf("--command-line: %w", err)
 			}
 			if err := loader.CheckPID(pid); err != nil {
 				return err
@@ -92,6 +104,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			cfg := tracer.Config{
 				PID: pid, Spec: spec, SkipEndbr: !noSkip, NoMulti: noMulti, Duration: duration,
 				Exporters: exps, Log: os.Stderr, RequestIdle: idle, ImportWait: wait,
+				FlushTimeout: flush, CommandLine: cmdMode,
 			}
 			if err := gpuFl.apply(cmd.Context(), &cfg, exporters); err != nil {
 				return err
@@ -116,6 +129,8 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.BoolVarP(&quiet, "quiet", "q", false, "no live summary line")
 	f.DurationVar(&idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
 	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python stages: how long to wait for a stage's module to be imported")
+	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
+	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (values of flags named like key/token/secret/password/auth and URL credentials replaced) or full")
 	return cmd
 }
 
@@ -152,4 +167,16 @@ func chooseSpec(pid int, file, engine string) (*probes.Spec, error) {
 		return s, nil
 	}
 	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))
+}
+
+// checkDurations refuses a negative --duration (0 means no limit) and a
+// flush timeout that would drop every span.
+func checkDurations(duration, flush time.Duration) error {
+	if duration < 0 {
+		return fmt.Errorf("--duration %s: want a positive duration, or 0 to trace until Ctrl-C or the target's exit", duration)
+	}
+	if flush <= 0 {
+		return fmt.Errorf("--flush-timeout %s: want a positive duration", flush)
+	}
+	return nil
 }

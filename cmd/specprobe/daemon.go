@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/specprobe/specprobe/daemon"
@@ -47,20 +46,33 @@ container.id): the container from /proc/PID/cgroup, the names from the
 kubelet's /pods (NODE_IP or kubelet.url; the service account token) and the
 node from NODE_NAME.
 
-Limits: at most --max-processes targets at once (others wait for a slot);
-past --event-budget events per second over all targets new requests are
+Which processes: the config's select keys (uids, namespaces, pods,
+cgroups) say which may be traced at all; at most --max-processes at once,
+--max-per-uid of one user other than root (default 4: the node's other
+users cannot take the slots of its servers), --max-per-pod of one pod.
+Others wait for a slot. Each process is looked at on a worker, within a
+deadline and a budget of reads of its memory: one built to make that
+endless is skipped, counted by reason (specprobe_daemon_rejected_total),
+and looked at again after a backoff.
+
+Past --event-budget events per second over all targets new requests are
 sampled, all spans of a request together, each span carrying
 specprobe.sampling.rate; --memory-limit sets the Go memory limit and bounds
-the span queues.
+the span queues. process.command_line is left off spans unless
+--command-line says redacted or full.
 
 Self-observability on --listen (localhost by default): /metrics
-(Prometheus: attached processes, events, drops, spans, estimated probe cost,
-sampling rate, memory), /healthz, /readyz, /targets (JSON); the same metrics
-go out over OTLP with --metrics-exporter or when spans go to OTLP.
+(Prometheus: attached processes, events, drops, spans, rejections,
+estimated probe cost, sampling rate, memory), /healthz, /readyz, /targets
+(JSON); --metrics-listen serves all but /targets on a second address (the
+pod IP). The same metrics go out over OTLP with --metrics-exporter or when
+spans go to OTLP.
 
-Config file keys: listen, exporters, output, probes, engines, max_processes,
-event_budget, memory_limit, metrics_interval, kubelet {url, token_file,
-ca_file, insecure_skip_verify}. Flags given on the command line win.`,
+Config file keys: listen, metrics_listen, exporters, output, probes,
+engines, max_processes, max_per_uid, max_per_pod, select {uids, namespaces,
+pods, cgroups}, command_line, flush_timeout, event_budget, memory_limit,
+metrics_interval, kubelet {url, token_file, ca_file, insecure_skip_verify}.
+Flags given on the command line win.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := daemon.Defaults()
 			if configFile != "" {
@@ -95,6 +107,9 @@ ca_file, insecure_skip_verify}. Flags given on the command line win.`,
 				CAFile: cfg.Kubelet.CAFile, InsecureSkipVerify: cfg.Kubelet.InsecureSkipVerify})
 			if err != nil {
 				return fmt.Errorf("kubelet: %w", err)
+			}
+			if cfg.Kubelet.InsecureSkipVerify {
+				fmt.Fprintln(os.Stderr, "specprobe daemon: warning: kubelet.insecure_skip_verify: the kubelet's certificate is not checked, so the service-account token goes to whoever answers at its address; give kubelet.ca_file instead")
 			}
 			if err := loader.CheckPrivileges(); err != nil {
 				return err
@@ -138,11 +153,16 @@ func overrideFlags(cmd *cobra.Command, cfg *daemon.Config) {
 // flag's default is c's value: binding must not reset what the file set.
 func bindDaemonFlags(f *pflag.FlagSet, c *daemon.Config) {
 	f.StringVar(&c.Listen, "listen", c.Listen, "HOST:PORT for /metrics, /healthz, /readyz, /targets")
+	f.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "a second HOST:PORT for /metrics, /healthz and /readyz only (the pod IP)")
 	f.StringArrayVar(&c.Exporters, "exporter", c.Exporters, "where spans go: "+export.Names()+"; NAME=PATH for files (repeatable)")
 	f.StringVarP(&c.Output, "output", "o", c.Output, "output file of the file exporter")
 	f.StringArrayVar(&c.Probes, "probes", c.Probes, "probe spec file matched before the catalog (repeatable)")
 	f.StringArrayVar(&c.Engines, "engine", c.Engines, "catalog spec to use (repeatable; default: all)")
 	f.IntVar(&c.MaxProcesses, "max-processes", c.MaxProcesses, "most processes traced at once")
+	f.IntVar(&c.MaxPerUID, "max-per-uid", c.MaxPerUID, "most processes of one user other than root traced at once (0: no bound)")
+	f.IntVar(&c.MaxPerPod, "max-per-pod", c.MaxPerPod, "most processes of one pod traced at once (0: no bound)")
+	f.StringVar(&c.CommandLine, "command-line", c.CommandLine, "process.command_line on spans: off, redacted or full")
+	f.DurationVar(&c.FlushTimeout, "flush-timeout", c.FlushTimeout, "how long a session's final export may take (then what is left counts as dropped)")
 	f.IntVar(&c.EventBudget, "event-budget", c.EventBudget, "events per second over all targets beyond which requests are sampled (0: never sample)")
 	f.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "Go memory limit, e.g. 256MiB; also bounds the span queues")
 	f.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "OTLP metrics export interval")
@@ -177,10 +197,10 @@ func daemonSpecs(cfg daemon.Config) ([]*probes.Spec, error) {
 	return append(specs, cat...), nil
 }
 
-func kubeMeta(r *k8smeta.Resolver) func(context.Context, int) []attribute.KeyValue {
+func kubeMeta(r *k8smeta.Resolver) func(context.Context, int) k8smeta.Info {
 	var mu sync.Mutex // sessions start concurrently; one kubelet fetch at a time
 	reported := ""
-	return func(ctx context.Context, pid int) []attribute.KeyValue {
+	return func(ctx context.Context, pid int) k8smeta.Info {
 		mu.Lock()
 		defer mu.Unlock()
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -190,6 +210,6 @@ func kubeMeta(r *k8smeta.Resolver) func(context.Context, int) []attribute.KeyVal
 			reported = err.Error()
 			fmt.Fprintf(os.Stderr, "specprobe daemon: kubelet: %v (pods are named by container id only)\n", err)
 		}
-		return info.Attributes()
+		return info
 	}
 }
