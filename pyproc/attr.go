@@ -12,7 +12,7 @@ const (
 	tObjectEx = 16
 )
 
-// typeInfo is what Eval needs of a type, read once per Eval.
+// typeInfo is what Eval needs of a type (kept across Evals: typecache.go).
 type typeInfo struct {
 	addr       uint64
 	raw        block // the type object's first bytes (through ht_cached_keys when it has them)
@@ -20,8 +20,13 @@ type typeInfo struct {
 	basicsize  int64
 	dictoffset int64
 	cachedKeys uint64 // ht_cached_keys of a heap type: its instances' shared keys
+	tag        uint32 // tp_version_tag when read
+	gen        uint64 // the Eval that last checked this against the type object
 	name       string // read when a message or an Object needs it
-	attrs      map[string]classAttr
+	// shared: entry index of a name in cachedKeys, for every instance
+	// whose attributes use them (values, or a split dict on those keys).
+	shared map[string]sharedIx
+	attrs  map[string]classAttr
 }
 
 // classAttr is a name found on the type (along its MRO).
@@ -29,33 +34,9 @@ type classAttr struct {
 	value    uint64 // a plain class attribute: used when the instance has none
 	member   uint64 // a __slots__ member descriptor: read the slot
 	computed string // a property or getset: only Python code can produce it
-}
-
-func (e *evaluator) typeInfo(t uint64) (*typeInfo, error) {
-	if ti := e.types[t]; ti != nil {
-		return ti, nil
-	}
-	p, l := e.p, &e.p.layout
-	if !validObj(t) {
-		return nil, fmt.Errorf("bad type pointer %#x", t)
-	}
-	// A static type is shorter than a heap type: retry without ht_* fields.
-	b, err := p.m.block(t, int(l.TypeCachedKeys)+8)
-	if err != nil {
-		if b, err = p.m.block(t, int(max(l.TypeDictOffset, l.TypeMro))+8); err != nil {
-			return nil, err
-		}
-	}
-	ti := &typeInfo{addr: t, raw: b, flags: b.u64(l.TypeFlags), basicsize: int64(b.u64(l.TypeBasicSize)),
-		dictoffset: int64(b.u64(l.TypeDictOffset)), attrs: map[string]classAttr{}}
-	if ti.basicsize < 0x10 || ti.basicsize > maxRead {
-		return nil, fmt.Errorf("type at %#x: bad tp_basicsize %d", t, ti.basicsize)
-	}
-	if ti.flags&flagHeapType != 0 && validObj(b.u64(l.TypeCachedKeys)) {
-		ti.cachedKeys = b.u64(l.TypeCachedKeys)
-	}
-	e.types[t] = ti
-	return ti, nil
+	// slotType and slotOff are the member's PyMemberDef, once read.
+	slotType int32
+	slotOff  int64
 }
 
 func (e *evaluator) typeName(ti *typeInfo) string {
@@ -116,7 +97,9 @@ func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
 		}
 		break
 	}
-	ti.attrs[name] = ca
+	if len(ti.attrs) < maxSharedNames {
+		ti.attrs[name] = ca
+	}
 	return ca, nil
 }
 
@@ -125,19 +108,26 @@ func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
 // refused; plain class attributes as they are). Modules and classes go
 // through find.go's getattr.
 func (e *evaluator) attr(obj uint64, name, where string) (uint64, error) {
-	p := e.p
-	// One read for the managed-dict words before the object, its header, a
-	// tp_dictoffset slot and (3.13) inline values right after a small object.
 	if !validObj(obj) {
 		return 0, e.fail(where, "", fmt.Errorf("bad object pointer %#x", obj))
 	}
-	hint, err := p.m.block(obj-0x20, 0x80)
+	hint, err := e.p.m.block(obj-hintBefore, hintLen)
 	if err != nil {
-		hint, err = p.m.block(obj, 0x10)
+		hint, err = e.p.m.block(obj, 0x10)
 	}
 	if err != nil {
 		return 0, e.fail(where, "", err)
 	}
+	return e.attrWith(obj, hint, name, where)
+}
+
+// One read for the managed-dict words before the object, its header, a
+// tp_dictoffset slot and (3.13) inline values right after a small object.
+const hintBefore, hintLen = 0x20, 0x80
+
+// attrWith is attr once the bytes around obj are read (hint).
+func (e *evaluator) attrWith(obj uint64, hint block, name, where string) (uint64, error) {
+	p := e.p
 	e.hint = hint
 	t, _ := e.word(obj + 8)
 	ti, err := e.typeInfo(t)
@@ -165,9 +155,9 @@ func (e *evaluator) attr(obj uint64, name, where string) (uint64, error) {
 	switch {
 	case err != nil:
 	case dict != 0:
-		v, ok, err = e.dictAttr(dict, name, where)
+		v, ok, err = e.dictAttr(ti, dict, name, where)
 	case values != 0:
-		v, ok, err = e.lookupKeys(ti.cachedKeys, values, name, where)
+		v, ok, err = e.lookupKeys(ti, ti.cachedKeys, values, name, where)
 	}
 	if ok && err == nil {
 		return v, nil
@@ -177,7 +167,7 @@ func (e *evaluator) attr(obj uint64, name, where string) (uint64, error) {
 	case cerr != nil:
 		return 0, e.fail(where, e.typeName(ti), cerr)
 	case ca.member != 0:
-		return e.slot(obj, ti, ca.member, name, where)
+		return e.slot(obj, ti, ca, name, where)
 	case ca.computed != "":
 		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("%q is a %s: computed by Python code, not readable from outside", name, ca.computed))
 	case err != nil:

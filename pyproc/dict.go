@@ -37,6 +37,8 @@ type dictView struct {
 	table block
 	// emptyKeys: the shared empty keys object (Py_EMPTY_KEYS).
 	emptyKeys bool
+	// shape: the keys' size fields (keysShape).
+	shape uint64
 }
 
 func (p *Process) openDict(d uint64) (*dictView, error) {

@@ -35,7 +35,8 @@ func checkReread(t *testing.T, p *Process, tg *evalTarget) {
 	}
 }
 
-// countingMemory counts reads, for the benchmark's reads/op.
+// countingMemory counts calls (a vectored read of many segments is one),
+// for the benchmark's reads/op.
 type countingMemory struct {
 	r Memory
 	n int
@@ -44,6 +45,11 @@ type countingMemory struct {
 func (c *countingMemory) ReadAt(b []byte, addr uint64) error {
 	c.n++
 	return c.r.ReadAt(b, addr)
+}
+
+func (c *countingMemory) ReadV(rs []Read) error {
+	c.n++
+	return readV(c.r, rs)
 }
 
 // BenchmarkEval times what a watchpoint hit on verify(self, batch) costs in
@@ -77,6 +83,36 @@ func BenchmarkEval(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(cm.n)/float64(b.N), "reads/op")
+		})
+	}
+}
+
+// BenchmarkEvalBatch reads reqs[*].rid of a batch of N requests, in
+// batches (Eval) and item by item (EvalItemByItem), on CPython 3.12.
+func BenchmarkEvalBatch(b *testing.B) {
+	in := interpreters[2]
+	for _, n := range []string{"1", "16", "64", "256"} {
+		b.Run("n="+n, func(b *testing.B) {
+			tg := startEvalTarget(b, in.path, n)
+			p, err := Attach(tg.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			for _, mode := range []struct {
+				name string
+				eval func(uint64, string) (Value, error)
+			}{{"batch", p.Eval}, {"item-by-item", p.EvalItemByItem}} {
+				b.Run(mode.name, func(b *testing.B) {
+					start := p.Stats.Reads
+					for b.Loop() {
+						if _, err := mode.eval(tg.Batch, "reqs[*].rid"); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(p.Stats.Reads-start)/float64(b.N), "syscalls/op")
+				})
+			}
 		})
 	}
 }

@@ -34,7 +34,7 @@ func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error)
 			return nil, err
 		}
 	}
-	v := &dictView{hasHash: true, entrySize: 24}
+	v := &dictView{hasHash: true, entrySize: 24, shape: p.keysShape(k)}
 	if l.DictKeysLegacy {
 		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
 		if v.size == 1 && v.nentries == 0 {

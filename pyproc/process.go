@@ -29,7 +29,9 @@ type Process struct {
 	// tstates remembers which PyThreadState belongs to a TID (FindFrame),
 	// re-checked on every use.
 	tstates map[int]Thread
-	Stats   Stats
+	// cache keeps what Eval learned of types across calls (typecache.go).
+	cache *typeCache
+	Stats Stats
 }
 
 // Stats counts how lookups went, to spot a hash path that stopped working.
@@ -37,6 +39,9 @@ type Stats struct {
 	Fallbacks int // hashed probes that failed and fell back to a scan
 	// Hash secrets read again: attached before the interpreter set it.
 	HashRereads int
+	// Reads counts the system calls that copied the target's memory; a
+	// vectored read of many segments is one (more past 1,024 segments).
+	Reads int
 }
 
 // typeAddrs are the built-in type objects we compare ob_type with.
@@ -65,6 +70,7 @@ func Attach(pid int) (*Process, error) {
 		return nil, fmt.Errorf("pid %d (%s): %w", pid, b.path, err)
 	}
 	p.Pid, p.closer = pid, pm
+	pm.reads = &p.Stats.Reads
 	return p, nil
 }
 

@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// dictAttr looks name up in an instance's dict. A split dict (3.10
-// instances, and 3.11+ instances whose __dict__ was asked for) shares its
-// keys with the class, so the entry index found once serves every
-// instance of the class in the same Eval.
-func (e *evaluator) dictAttr(d uint64, name, where string) (uint64, bool, error) {
+// dictAttr looks name up in the dict of an instance of ti. A split dict
+// (3.10 instances, and 3.11+ instances whose __dict__ was asked for) shares
+// its keys with the class, so the entry index found once serves every
+// instance of the class.
+func (e *evaluator) dictAttr(ti *typeInfo, d uint64, name, where string) (uint64, bool, error) {
 	p, l := e.p, &e.p.layout
 	hdr, err := p.m.block(d, int(l.DictValues)+8)
 	if err != nil {
@@ -20,16 +20,22 @@ func (e *evaluator) dictAttr(d uint64, name, where string) (uint64, bool, error)
 			return 0, false, fmt.Errorf("instance dict: %w", err)
 		}
 	}
-	return e.lookupKeys(hdr.u64(l.DictKeys), hdr.u64(l.DictValues), name, where)
+	return e.lookupKeys(ti, hdr.u64(l.DictKeys), hdr.u64(l.DictValues), name, where)
 }
 
 // lookupKeys finds name in a keys table; for a split table (values != 0)
 // the value comes from values. 3.13's values carry their capacity: an
 // entry added to the shared keys after these values were made has no slot.
-func (e *evaluator) lookupKeys(keys, values uint64, name, where string) (uint64, bool, error) {
+// The entry index is remembered with ti when keys are ti's shared keys
+// (kept across Evals), else for this Eval.
+func (e *evaluator) lookupKeys(ti *typeInfo, keys, values uint64, name, where string) (uint64, bool, error) {
 	p, l := e.p, &e.p.layout
 	sk := sharedKey{keys, name}
-	if ix, ok := e.shared[sk]; ok && values != 0 {
+	ix, ok := e.shared[sk]
+	if keys == ti.cachedKeys && keys != 0 {
+		ix, ok = e.sharedIndex(ti, name)
+	}
+	if ok && values != 0 {
 		return e.sharedValue(values, ix)
 	}
 	v, err := p.openKeys(keys, values, "attributes of "+where)
@@ -47,7 +53,11 @@ func (e *evaluator) lookupKeys(keys, values uint64, name, where string) (uint64,
 		v.valuesCap = uint64(cb.u8(0))
 	}
 	val, ix, ok, err := p.dictLookupIx(v, name)
-	if err == nil && ok && v.values != 0 {
+	switch {
+	case err != nil || !ok || v.values == 0:
+	case keys == ti.cachedKeys:
+		e.rememberShared(ti, v, name, ix)
+	default:
 		e.shared[sk] = ix
 	}
 	return val, ok, err
@@ -126,32 +136,54 @@ func (p *Process) grow(b block, n uint64) (block, error) {
 }
 
 // slot reads a __slots__ member: PyMemberDescrObject.d_member → PyMemberDef
-// {name, type, offset}; the object pointer sits at obj+offset.
-func (e *evaluator) slot(obj uint64, ti *typeInfo, descr uint64, name, where string) (uint64, error) {
-	p, l := e.p, &e.p.layout
-	def, err := p.m.ptr(descr + l.MemberDescrDef)
+// {name, type, offset}; the object pointer sits at obj+offset. The
+// PyMemberDef is read once and kept with the class attribute.
+func (e *evaluator) slot(obj uint64, ti *typeInfo, ca classAttr, name, where string) (uint64, error) {
+	p := e.p
+	if ca.slotType == 0 {
+		typ, off, err := e.memberDef(ti, ca.member, name)
+		if err != nil {
+			return 0, e.fail(where, e.typeName(ti), err)
+		}
+		ca.slotType, ca.slotOff = typ, off
+		if _, ok := ti.attrs[name]; ok {
+			ti.attrs[name] = ca
+		}
+	}
+	v, err := p.m.optPtr(obj + uint64(ca.slotOff))
 	if err != nil {
-		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("member descriptor: %w", err))
-	}
-	b, err := p.m.block(def, int(l.MemberDefOffset)+8)
-	if err != nil {
-		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("member descriptor: %w", err))
-	}
-	typ, off := int32(b.u32(l.MemberDefType)), int64(b.u64(l.MemberDefOffset))
-	if typ != tObject && typ != tObjectEx {
-		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("member %q holds a C value (type code %d), not an object", name, typ))
-	}
-	if off < 0x10 || off+8 > ti.basicsize {
-		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("slot %q at offset %d outside the object (%d bytes)", name, off, ti.basicsize))
-	}
-	v, err := p.m.optPtr(obj + uint64(off))
-	switch {
-	case err != nil:
 		return 0, e.fail(where, e.typeName(ti), err)
-	case v == 0 && typ == tObject && p.types.none != 0:
-		return p.types.none, nil
+	}
+	return e.slotValue(ti, ca, v, name, where)
+}
+
+// slotValue is what a slot holding v reads as.
+func (e *evaluator) slotValue(ti *typeInfo, ca classAttr, v uint64, name, where string) (uint64, error) {
+	switch {
+	case v == 0 && ca.slotType == tObject && e.p.types.none != 0:
+		return e.p.types.none, nil
 	case v == 0:
 		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("slot %q is not set", name))
 	}
 	return v, nil
+}
+
+func (e *evaluator) memberDef(ti *typeInfo, descr uint64, name string) (int32, int64, error) {
+	p, l := e.p, &e.p.layout
+	def, err := p.m.ptr(descr + l.MemberDescrDef)
+	if err != nil {
+		return 0, 0, fmt.Errorf("member descriptor: %w", err)
+	}
+	b, err := p.m.block(def, int(l.MemberDefOffset)+8)
+	if err != nil {
+		return 0, 0, fmt.Errorf("member descriptor: %w", err)
+	}
+	typ, off := int32(b.u32(l.MemberDefType)), int64(b.u64(l.MemberDefOffset))
+	if typ != tObject && typ != tObjectEx {
+		return 0, 0, fmt.Errorf("member %q holds a C value (type code %d), not an object", name, typ)
+	}
+	if off < 0x10 || off+8 > ti.basicsize {
+		return 0, 0, fmt.Errorf("slot %q at offset %d outside the object (%d bytes)", name, off, ti.basicsize)
+	}
+	return typ, off, nil
 }

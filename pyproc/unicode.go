@@ -79,6 +79,9 @@ func (p *Process) readStr(addr uint64) (string, error) {
 }
 
 func decodeKind(raw []byte, kind uint32) string {
+	if kind == 1 && isASCII(raw) {
+		return string(raw)
+	}
 	if kind == 1 {
 		var sb strings.Builder
 		for _, c := range raw {
@@ -100,6 +103,15 @@ func decodeKind(raw []byte, kind uint32) string {
 		sb.WriteRune(r)
 	}
 	return sb.String()
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeKind is the inverse: the bytes CPython stores (and hashes) for s.

@@ -73,6 +73,12 @@ func (e *evaluator) value(obj uint64, where string) (Value, error) {
 	if err != nil {
 		return nil, e.fail(where, "", err)
 	}
+	return e.valueFrom(b, where)
+}
+
+// valueFrom is value once the object's first bytes are read (b).
+func (e *evaluator) valueFrom(b block, where string) (Value, error) {
+	p, obj := e.p, b.addr
 	t := b.u64(8)
 	switch t {
 	case p.types.str:
@@ -83,7 +89,8 @@ func (e *evaluator) value(obj uint64, where string) (Value, error) {
 		v, err := e.int(b, where)
 		return v != int64(0), err
 	case p.types.float:
-		if b, err = p.grow(b, p.layout.FloatValue+8); err != nil {
+		b, err := p.grow(b, p.layout.FloatValue+8)
+		if err != nil {
 			return nil, e.fail(where, "float", err)
 		}
 		return math.Float64frombits(b.u64(p.layout.FloatValue)), nil
