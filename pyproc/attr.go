@@ -20,13 +20,13 @@ type typeInfo struct {
 	basicsize  int64
 	dictoffset int64
 	cachedKeys uint64 // ht_cached_keys of a heap type: its instances' shared keys
-	tag        uint32 // tp_version_tag when read
 	gen        uint64 // the Eval that last checked this against the type object
 	name       string // read when a message or an Object needs it
-	// shared: entry index of a name in cachedKeys, for every instance
-	// whose attributes use them (values, or a split dict on those keys).
-	shared map[string]sharedIx
-	attrs  map[string]classAttr
+	// shared: where names sit in cachedKeys, for every instance whose
+	// attributes use them (values, or a split dict on those keys); attrs:
+	// what names are on the class.
+	shared map[string]*sharedMemo
+	attrs  map[string]*classMemo
 }
 
 // classAttr is a name found on the type (along its MRO).
@@ -47,12 +47,17 @@ func (e *evaluator) typeName(ti *typeInfo) string {
 }
 
 // classDicts are the tp_dicts along a type's MRO. Static built-in types are
-// skipped, as getattr in find.go does: no user attribute lives there.
+// skipped, as getattr in find.go does: no user attribute lives there. The
+// MRO and each class's flags and dict are read afresh, so that a class
+// lookup's memo holds them in its proof.
 func (e *evaluator) classDicts(ti *typeInfo) []uint64 {
 	p, l := e.p, &e.p.layout
 	mro := []uint64{ti.addr}
-	if tup := ti.raw.u64(l.TypeMro); tup != 0 {
-		var err error
+	tup, err := p.m.u64(ti.addr + l.TypeMro)
+	if err != nil {
+		tup = ti.raw.u64(l.TypeMro)
+	}
+	if tup != 0 {
 		if mro, err = p.readTuple(tup, maxMro); err != nil {
 			return nil
 		}
@@ -62,21 +67,43 @@ func (e *evaluator) classDicts(ti *typeInfo) []uint64 {
 		if c == p.types.object {
 			continue
 		}
-		ci, err := e.typeInfo(c)
-		if err != nil || ci.flags&flagHeapType == 0 {
+		b, err := p.m.block(c, int(l.TypeDict)+8)
+		if err != nil || b.u64(l.TypeFlags)&flagHeapType == 0 {
 			continue
 		}
-		if d := ci.raw.u64(l.TypeDict); validObj(d) {
+		if d := b.u64(l.TypeDict); validObj(d) {
 			out = append(out, d)
 		}
 	}
 	return out
 }
 
+// classMemo is what a name is on a class.
+type classMemo struct {
+	memo
+	classAttr
+}
+
+// classAttr looks name up along ti's MRO, by a memo checked in this Eval
+// or afresh.
 func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
-	if ca, ok := ti.attrs[name]; ok {
-		return ca, nil
+	if cm := ti.attrs[name]; cm != nil && e.usable(&cm.memo) && e.confirm(&cm.memo) {
+		return cm.classAttr, nil
 	}
+	cm := &classMemo{}
+	var err error
+	cm.memo = e.derive(func() { cm.classAttr, err = e.findClassAttr(ti, name) })
+	if err != nil {
+		delete(ti.attrs, name)
+		return classAttr{}, err
+	}
+	if _, ok := ti.attrs[name]; ok || len(ti.attrs) < maxSharedNames {
+		ti.attrs[name] = cm
+	}
+	return cm.classAttr, nil
+}
+
+func (e *evaluator) findClassAttr(ti *typeInfo, name string) (classAttr, error) {
 	p := e.p
 	var ca classAttr
 	for _, d := range e.classDicts(ti) {
@@ -90,15 +117,15 @@ func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
 		switch t, _ := p.typeOf(v); {
 		case t == p.types.member && t != 0:
 			ca.member = v
+			if typ, off, _, err := e.memberDef(ti, v, name); err == nil {
+				ca.slotType, ca.slotOff = typ, off
+			}
 		case t == p.types.property && t != 0, t == p.types.getset && t != 0:
 			ca.computed = p.typeName(t)
 		default:
 			ca.value = v
 		}
 		break
-	}
-	if len(ti.attrs) < maxSharedNames {
-		ti.attrs[name] = ca
 	}
 	return ca, nil
 }

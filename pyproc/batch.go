@@ -56,7 +56,10 @@ func (e *evaluator) batch(obj uint64, steps []step) (Value, error) {
 		cur = live
 		k = min(k+1, len(steps))
 	}
-	return root, failed
+	if failed != nil {
+		return nil, failed
+	}
+	return root, nil
 }
 
 // cursor is one object a batched Eval has reached.
@@ -66,6 +69,7 @@ type cursor struct {
 	base string // the path up to the [*] (or list) that made this cursor
 	item int    // its index there; -1 for the start
 	from int    // the first step after that [*]
+	nest int    // lists it is in, at the conversion (value's nest)
 	done bool   // *out holds the value
 	err  error
 }
@@ -291,8 +295,11 @@ func (b *batchEval) values(cur []*cursor) []*cursor {
 			c.done = true
 			continue
 		}
+		if err := checkHead(blk); err != nil {
+			c.err, c.done = b.fail(b.where(c, len(b.steps)), "", err), true
+			continue
+		}
 		switch t := blk.u64(8); {
-		case !validObj(t):
 		case t == p.types.str:
 			h, err := p.parseStrHead(blk.addr, blk)
 			if err != nil {
@@ -315,12 +322,13 @@ func (b *batchEval) values(cur []*cursor) []*cursor {
 			}
 			*c.out, c.done = v, true
 			continue
-		case t == p.types.list, t == p.types.tuple:
+		case (t == p.types.list || t == p.types.tuple) && c.nest < maxNest:
 			heads[i] = seg[i]
 			continue
 		}
+		b.nest = c.nest
 		*c.out, c.err = b.valueFrom(blk, b.where(c, len(b.steps)))
-		c.done = true
+		c.done, b.nest = true, 0
 	}
 	p.m.run(ds)
 	items, fast := b.readItems(hs, heads)
@@ -338,14 +346,18 @@ func (b *batchEval) values(cur []*cursor) []*cursor {
 			*c.out, c.err = b.valueFrom(blk, b.where(c, len(b.steps)))
 			c.done = true
 		case !fast[i]:
+			b.nest = c.nest
 			*c.out, c.err = b.list(c.obj, b.where(c, len(b.steps)))
-			c.done = true
+			c.done, b.nest = true, 0
 		default:
 			if b.overflow(len(next) + len(items[i])) {
 				return nil
 			}
 			n := len(next)
 			next = b.children(c, items[i], b.where(c, len(b.steps)), len(b.steps), next)
+			for _, ch := range next[n:] {
+				ch.nest = c.nest + 1
+			}
 			if len(next) > n {
 				continue
 			}

@@ -33,34 +33,36 @@ func (b *batchEval) attrs(cur []*cursor, k int) []*cursor {
 		}
 	}
 	// A dict takes two rounds (header, values); nothing takes more. The
-	// first also checks the shared-key indices the plans used.
-	checks := map[*typeInfo]*sharedCheck{}
+	// first also checks the memos the plans took from earlier Evals.
+	checks := map[*memo]proofCheck{}
 	for round := 0; round < 2 && len(pend) > 0; round++ {
 		rs := newSegs(len(pend))
 		for _, r := range pend {
 			r.seg = -1
-			if _, ok := a.inHint(r); !ok {
+			if _, ok := a.inHint(r); !ok && r.what != readNone {
 				r.seg = rs.add(r.addr, r.n)
 			}
-			if r.unchecked && checks[r.ti] == nil {
-				checks[r.ti] = b.addCheck(rs, r.ti, b.steps[k].attr)
+			for _, m := range r.memos {
+				if _, ok := checks[m]; m != nil && m.gen != b.tc.gen && !ok {
+					checks[m] = addCheck(rs, m)
+				}
 			}
 		}
 		b.p.m.run(rs)
-		if round == 0 {
-			for _, ck := range checks {
-				b.settle(rs, ck)
+		for _, c := range checks {
+			if c.m.gen != b.tc.gen && !c.m.bad {
+				b.settle(rs, c)
 			}
 		}
 		more := pend[:0]
 		for _, r := range pend {
 			blk, ok := a.inHint(r)
 			var err error
-			if !ok {
+			if !ok && r.seg >= 0 {
 				blk, err = rs.block(r.seg)
 			}
 			switch {
-			case err != nil || r.unchecked && !checks[r.ti].ok:
+			case err != nil || r.memos[0] != nil && r.memos[0].bad || r.memos[1] != nil && r.memos[1].bad:
 				a.slow(r)
 			case !a.step(r, blk):
 				more = append(more, r)
@@ -89,16 +91,16 @@ type attrRead struct {
 	addr, ix uint64
 	i, n     int
 	seg      int
-	what     int // readDict, readValues or readSlot
+	what     int // readDict, readValues, readSlot, or readNone: a class attribute
 	slotType int32
-	// unchecked: ix comes from an earlier Eval and awaits its check.
-	unchecked bool
+	memos    [2]*memo // what the plan rests on: it waits for their checks
 }
 
 const (
 	readDict = iota
 	readValues
 	readSlot
+	readNone
 )
 
 // slow reads the attribute with attrWith, from the hint already read.
@@ -123,24 +125,29 @@ func (a *attrLevel) plan(r *attrRead) bool {
 	r.ti = ti
 	a.evaluator.hint = hint
 	dict, values, err := a.instanceStore(c.obj, ti)
-	sh, shared := ti.shared[name]
-	r.ix, r.unchecked = uint64(sh.ix), sh.gen != a.tc.gen
-	ca, onClass := ti.attrs[name]
+	sm, cm := ti.shared[name], ti.attrs[name]
+	known := sm != nil && a.usable(&sm.memo)
+	onClass := cm != nil && a.usable(&cm.memo)
+	if known {
+		r.ix, r.memos[0] = uint64(sm.ix), &sm.memo
+	}
 	switch {
 	case err != nil:
-	case dict != 0 && shared && ti.cachedKeys != 0:
+	case dict != 0 && known && sm.found && ti.cachedKeys != 0:
 		r.what, r.addr, r.n = readDict, dict, int(l.DictValues)+8
 		return true
-	case values != 0 && shared:
+	case values != 0 && known && sm.found:
 		r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
 		return true
-	case dict != 0 || values != 0 || !onClass:
-	case ca.member != 0 && ca.slotType != 0:
-		r.what, r.addr, r.n, r.slotType, r.unchecked = readSlot, c.obj+uint64(ca.slotOff), 8, ca.slotType, false
+	case dict != 0 || values != 0 && !known || !onClass:
+		// The instance's dict, or where its values may hold the name, is
+		// for attrWith; so is a class not looked at yet.
+	case cm.member != 0 && cm.slotType != 0:
+		r.what, r.addr, r.n, r.slotType, r.memos[1] = readSlot, c.obj+uint64(cm.slotOff), 8, cm.slotType, &cm.memo
 		return true
-	case ca.member == 0 && ca.computed == "" && ca.value != 0:
-		c.obj = ca.value
-		return false
+	case cm.member == 0 && cm.computed == "" && cm.value != 0:
+		r.what, r.addr, r.memos[1] = readNone, cm.value, &cm.memo
+		return true
 	}
 	a.slow(r)
 	return false
@@ -148,6 +155,9 @@ func (a *attrLevel) plan(r *attrRead) bool {
 
 // inHint returns r's read from the cursor's hint, if it holds it.
 func (a *attrLevel) inHint(r *attrRead) (block, bool) {
+	if r.what == readNone {
+		return block{}, true
+	}
 	h, _ := a.hs.block(a.hint[r.i])
 	if r.addr < h.addr || r.addr-h.addr+uint64(r.n) > uint64(len(h.b)) {
 		return block{}, false
@@ -160,13 +170,16 @@ func (a *attrLevel) step(r *attrRead, blk block) bool {
 	p, l := a.p, &a.p.layout
 	c := a.cur[r.i]
 	switch r.what {
+	case readNone:
+		c.obj = r.addr
+		return true
 	case readDict:
 		// A split dict on the class's shared keys: the index holds.
 		keys, values := blk.u64(l.DictKeys), blk.u64(l.DictValues)
 		if blk.u64(8) != p.types.dict || keys != r.ti.cachedKeys || values == 0 {
 			break
 		}
-		r.what, r.addr, r.n, r.unchecked = readValues, values, int(l.DictValuesArray+8*r.ix)+8, false
+		r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
 		return false
 	case readValues:
 		// 3.13's values say how many slots they have (sharedValue).

@@ -37,8 +37,12 @@ type dictView struct {
 	table block
 	// emptyKeys: the shared empty keys object (Py_EMPTY_KEYS).
 	emptyKeys bool
-	// shape: the keys' size fields (keysShape).
-	shape uint64
+	// namesOnly: a split table read for its names alone (keyIndex); an
+	// entry's value reads as its key, so that a found name is present.
+	namesOnly bool
+	// ents and vals hold all entries and a split table's values when a
+	// walk over every entry read them at once (loadEntries).
+	ents, vals block
 }
 
 func (p *Process) openDict(d uint64) (*dictView, error) {
@@ -98,15 +102,37 @@ func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int
 	} else {
 		key, value = e.u64(0), e.u64(8)
 	}
+	if v.namesOnly {
+		return key, key, hash, nil
+	}
 	if v.values != 0 {
 		if v.valuesCap != 0 && ix >= v.valuesCap {
 			return key, 0, hash, nil // added to the shared keys after these values were made
+		}
+		if b := v.vals; v.values+8*ix >= b.addr && v.values+8*ix-b.addr+8 <= uint64(len(b.b)) {
+			return key, b.u64(v.values + 8*ix - b.addr), hash, nil
 		}
 		if value, err = p.m.u64(v.values + 8*ix); err != nil {
 			return 0, 0, 0, err
 		}
 	}
 	return key, value, hash, nil
+}
+
+// loadEntries reads every entry of a table too big to have been copied
+// whole, and a split table's values, in one read each, for a walk over all
+// of them. Where a read fails the walk reads entry by entry.
+func (p *Process) loadEntries(v *dictView) {
+	n := v.nentries * v.entrySize
+	if v.emptyKeys || n == 0 || n > maxRead {
+		return
+	}
+	if t := v.table; v.entries < t.addr || v.entries-t.addr+n > uint64(len(t.b)) {
+		v.ents, _ = p.m.block(v.entries, int(n))
+	}
+	if v.values != 0 {
+		v.vals, _ = p.m.block(v.values, int(8*v.nentries))
+	}
 }
 
 var errProbe = errors.New("probe sequence does not end")
@@ -235,6 +261,7 @@ func (p *Process) dictKeyObjs(d uint64, limit int) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.loadEntries(v)
 	var out []uint64
 	for ix := uint64(0); ix < v.nentries; ix++ {
 		k, val, _, err := p.dictEntry(v, ix)

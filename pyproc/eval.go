@@ -95,6 +95,7 @@ type evaluator struct {
 	tc     *typeCache
 	shared map[sharedKey]int64 // entry index of a name in split keys
 	visits int
+	nest   int   // lists being converted, one in another
 	hint   block // the bytes around the object attr last looked at
 }
 

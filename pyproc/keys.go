@@ -9,11 +9,13 @@ const (
 	keysGuess    = 512
 )
 
-// span returns n bytes at addr from the copied table, or reads them.
+// span returns n bytes at addr from the copied table or entries, or reads
+// them.
 func (p *Process) span(v *dictView, addr uint64, n int) (block, error) {
-	t := v.table
-	if addr >= t.addr && addr-t.addr+uint64(n) <= uint64(len(t.b)) {
-		return block{addr, t.b[addr-t.addr : addr-t.addr+uint64(n)]}, nil
+	for _, t := range []block{v.table, v.ents} {
+		if addr >= t.addr && addr-t.addr+uint64(n) <= uint64(len(t.b)) {
+			return block{addr, t.b[addr-t.addr : addr-t.addr+uint64(n)]}, nil
+		}
 	}
 	return p.m.block(addr, n)
 }
@@ -23,6 +25,22 @@ func (p *Process) span(v *dictView, addr uint64, n int) (block, error) {
 // shared keys (ht_cached_keys) with an instance's values, which exist
 // without any dict object. where names the owner in messages.
 func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error) {
+	return p.openKeysAs(keys, values, where, false)
+}
+
+// keyIndex finds name's entry in a keys table by the names alone (a
+// type's shared keys, whatever values an instance has).
+func (p *Process) keyIndex(keys uint64, where, name string) (int64, bool, error) {
+	v, err := p.openKeysAs(keys, 0, where, true)
+	if err != nil {
+		return 0, false, err
+	}
+	_, ix, ok, err := p.dictLookupIx(v, name)
+	return ix, ok, err
+}
+
+// openKeysAs is openKeys; namesOnly views a split table without values.
+func (p *Process) openKeysAs(keys, values uint64, where string, namesOnly bool) (*dictView, error) {
 	l := &p.layout
 	if !validObj(keys) || values != 0 && !validObj(values) {
 		return nil, fmt.Errorf("%s: bad keys %#x or values %#x", where, keys, values)
@@ -34,7 +52,7 @@ func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error)
 			return nil, err
 		}
 	}
-	v := &dictView{hasHash: true, entrySize: 24, shape: p.keysShape(k)}
+	v := &dictView{hasHash: true, entrySize: 24, namesOnly: namesOnly}
 	if l.DictKeysLegacy {
 		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
 		if v.size == 1 && v.nentries == 0 {
@@ -65,7 +83,7 @@ func (p *Process) openKeys(keys, values uint64, where string) (*dictView, error)
 		if kind != 0 {
 			v.hasHash, v.entrySize = false, 16
 		}
-		if kind == kindSplit {
+		if kind == kindSplit && !namesOnly {
 			if values == 0 {
 				return nil, fmt.Errorf("%s: split keys without values", where)
 			}

@@ -26,16 +26,19 @@ func (e *evaluator) dictAttr(ti *typeInfo, d uint64, name, where string) (uint64
 // lookupKeys finds name in a keys table; for a split table (values != 0)
 // the value comes from values. 3.13's values carry their capacity: an
 // entry added to the shared keys after these values were made has no slot.
-// The entry index is remembered with ti when keys are ti's shared keys
-// (kept across Evals), else for this Eval.
+// In ti's shared keys the entry index is a memo kept with the type; in
+// other keys it is remembered for this Eval.
 func (e *evaluator) lookupKeys(ti *typeInfo, keys, values uint64, name, where string) (uint64, bool, error) {
 	p, l := e.p, &e.p.layout
-	sk := sharedKey{keys, name}
-	ix, ok := e.shared[sk]
-	if keys == ti.cachedKeys && keys != 0 {
-		ix, ok = e.sharedIndex(ti, name)
+	if keys == ti.cachedKeys && keys != 0 && values != 0 {
+		sm, err := e.sharedIndex(ti, name, where)
+		if err != nil || !sm.found {
+			return 0, false, err
+		}
+		return e.sharedValue(values, sm.ix)
 	}
-	if ok && values != 0 {
+	sk := sharedKey{keys, name}
+	if ix, ok := e.shared[sk]; ok && values != 0 {
 		return e.sharedValue(values, ix)
 	}
 	v, err := p.openKeys(keys, values, "attributes of "+where)
@@ -53,14 +56,37 @@ func (e *evaluator) lookupKeys(ti *typeInfo, keys, values uint64, name, where st
 		v.valuesCap = uint64(cb.u8(0))
 	}
 	val, ix, ok, err := p.dictLookupIx(v, name)
-	switch {
-	case err != nil || !ok || v.values == 0:
-	case keys == ti.cachedKeys:
-		e.rememberShared(ti, v, name, ix)
-	default:
+	if err == nil && ok && v.values != 0 {
 		e.shared[sk] = ix
 	}
 	return val, ok, err
+}
+
+// sharedMemo says where name sits in a type's shared keys, or that it is
+// not there.
+type sharedMemo struct {
+	memo
+	ix    int64
+	found bool
+}
+
+// sharedIndex finds name in ti's shared keys, by a memo checked in this
+// Eval or a fresh lookup.
+func (e *evaluator) sharedIndex(ti *typeInfo, name, where string) (*sharedMemo, error) {
+	if sm := ti.shared[name]; sm != nil && e.usable(&sm.memo) && e.confirm(&sm.memo) {
+		return sm, nil
+	}
+	sm := &sharedMemo{}
+	var err error
+	sm.memo = e.derive(func() { sm.ix, sm.found, err = e.p.keyIndex(ti.cachedKeys, "attributes of "+where, name) })
+	if err != nil {
+		delete(ti.shared, name)
+		return nil, err
+	}
+	if _, ok := ti.shared[name]; ok || len(ti.shared) < maxSharedNames {
+		ti.shared[name] = sm
+	}
+	return sm, nil
 }
 
 // sharedValue reads slot ix of a values array (one read; on 3.13 the
@@ -136,19 +162,17 @@ func (p *Process) grow(b block, n uint64) (block, error) {
 }
 
 // slot reads a __slots__ member: PyMemberDescrObject.d_member → PyMemberDef
-// {name, type, offset}; the object pointer sits at obj+offset. The
-// PyMemberDef is read once and kept with the class attribute.
+// {name, type, offset}; the object pointer sits at obj+offset. classAttr
+// has read the PyMemberDef, unless that failed: then it is read again here
+// for the error.
 func (e *evaluator) slot(obj uint64, ti *typeInfo, ca classAttr, name, where string) (uint64, error) {
 	p := e.p
 	if ca.slotType == 0 {
-		typ, off, err := e.memberDef(ti, ca.member, name)
+		typ, off, _, err := e.memberDef(ti, ca.member, name)
 		if err != nil {
 			return 0, e.fail(where, e.typeName(ti), err)
 		}
 		ca.slotType, ca.slotOff = typ, off
-		if _, ok := ti.attrs[name]; ok {
-			ti.attrs[name] = ca
-		}
 	}
 	v, err := p.m.optPtr(obj + uint64(ca.slotOff))
 	if err != nil {
@@ -168,22 +192,24 @@ func (e *evaluator) slotValue(ti *typeInfo, ca classAttr, v uint64, name, where 
 	return v, nil
 }
 
-func (e *evaluator) memberDef(ti *typeInfo, descr uint64, name string) (int32, int64, error) {
+// memberDef reads a member descriptor's PyMemberDef (at def): the slot's
+// type and offset.
+func (e *evaluator) memberDef(ti *typeInfo, descr uint64, name string) (typ int32, off int64, def uint64, err error) {
 	p, l := e.p, &e.p.layout
-	def, err := p.m.ptr(descr + l.MemberDescrDef)
+	def, err = p.m.ptr(descr + l.MemberDescrDef)
 	if err != nil {
-		return 0, 0, fmt.Errorf("member descriptor: %w", err)
+		return 0, 0, 0, fmt.Errorf("member descriptor: %w", err)
 	}
 	b, err := p.m.block(def, int(l.MemberDefOffset)+8)
 	if err != nil {
-		return 0, 0, fmt.Errorf("member descriptor: %w", err)
+		return 0, 0, 0, fmt.Errorf("member descriptor: %w", err)
 	}
-	typ, off := int32(b.u32(l.MemberDefType)), int64(b.u64(l.MemberDefOffset))
+	typ, off = int32(b.u32(l.MemberDefType)), int64(b.u64(l.MemberDefOffset))
 	if typ != tObject && typ != tObjectEx {
-		return 0, 0, fmt.Errorf("member %q holds a C value (type code %d), not an object", name, typ)
+		return 0, 0, 0, fmt.Errorf("member %q holds a C value (type code %d), not an object", name, typ)
 	}
 	if off < 0x10 || off+8 > ti.basicsize {
-		return 0, 0, fmt.Errorf("slot %q at offset %d outside the object (%d bytes)", name, off, ti.basicsize)
+		return 0, 0, 0, fmt.Errorf("slot %q at offset %d outside the object (%d bytes)", name, off, ti.basicsize)
 	}
-	return typ, off, nil
+	return typ, off, def, nil
 }

@@ -20,17 +20,10 @@ const maxCachedTypes = 512
 // maxSharedNames bounds the names remembered per type.
 const maxSharedNames = 64
 
-// typeTagOffset is tp_version_tag (unsigned int) in PyTypeObject, 3.10–3.13.
-// CPython sets it to 0 whenever the type or a base changes (class attribute
-// assigned, bases replaced) and gives it a new, never reused value at the
-// next lookup, so an equal non-zero tag means the class dicts along the MRO
-// hold what they held.
-const typeTagOffset = 0x180
-
 func newTypeCache() *typeCache { return &typeCache{types: map[uint64]*typeInfo{}} }
 
-// flagValidVersionTag (3.10–3.12) toggles with tp_version_tag; not a change
-// of layout.
+// flagValidVersionTag (3.10–3.12) toggles with tp_version_tag, which
+// CPython resets on any change to the class: not a change of layout.
 const flagValidVersionTag = 1 << 19
 
 // sameLayout says whether a fresh read of the type agrees with the cached
@@ -57,13 +50,13 @@ func (e *evaluator) typeInfo(t uint64) (*typeInfo, error) {
 	// A static type is shorter than a heap type: retry without ht_* fields.
 	b, err := p.m.block(t, int(l.TypeCachedKeys)+8)
 	if err != nil {
-		if b, err = p.m.block(t, int(max(l.TypeDictOffset, l.TypeMro, typeTagOffset))+8); err != nil {
+		if b, err = p.m.block(t, int(max(l.TypeDictOffset, l.TypeMro))+8); err != nil {
 			return nil, err
 		}
 	}
 	ti := &typeInfo{addr: t, raw: b, flags: b.u64(l.TypeFlags), basicsize: int64(b.u64(l.TypeBasicSize)),
-		dictoffset: int64(b.u64(l.TypeDictOffset)), tag: b.u32(typeTagOffset), gen: c.gen,
-		attrs: map[string]classAttr{}, shared: map[string]sharedIx{}}
+		dictoffset: int64(b.u64(l.TypeDictOffset)), gen: c.gen,
+		attrs: map[string]*classMemo{}, shared: map[string]*sharedMemo{}}
 	if ti.basicsize < 0x10 || ti.basicsize > maxRead {
 		delete(c.types, t)
 		return nil, fmt.Errorf("type at %#x: bad tp_basicsize %d", t, ti.basicsize)
@@ -72,12 +65,9 @@ func (e *evaluator) typeInfo(t uint64) (*typeInfo, error) {
 		ti.cachedKeys = b.u64(l.TypeCachedKeys)
 	}
 	if old != nil && l.sameLayout(old, ti) {
-		// The same cached keys: the indices found in them are worth
-		// checking (sharedix.go).
-		ti.shared, ti.name = old.shared, old.name
-		if ti.tag != 0 && ti.tag == old.tag {
-			ti.attrs = old.attrs
-		}
+		// The same keys and class dict: what was found in them is worth
+		// checking (memo.go).
+		ti.shared, ti.attrs = old.shared, old.attrs
 	}
 	if old == nil && len(c.types) >= maxCachedTypes {
 		clear(c.types)

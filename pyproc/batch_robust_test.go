@@ -1,0 +1,177 @@
+package pyproc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sameEval checks that Eval and EvalItemByItem agree on obj.path: the same
+// value, or the same error.
+func sameEval(t *testing.T, p *Process, obj uint64, path, what string) {
+	t.Helper()
+	v, err := p.Eval(obj, path)
+	old, oldErr := p.EvalItemByItem(obj, path)
+	if fmt.Sprint(err) != fmt.Sprint(oldErr) || !reflect.DeepEqual(v, old) {
+		t.Errorf("%s: Eval(%#x, %q) = %.200v, %v\n  item by item %.200v, %v", what, obj, path, v, err, old, oldErr)
+	}
+}
+
+// TestBatchGarbage runs Eval and EvalItemByItem over the same random
+// memory laid out like objects (see TestGarbageEval): the batch must read
+// what the item walk reads, error for error.
+func TestBatchGarbage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	iterations := 200
+	if testing.Short() {
+		iterations = 40
+	}
+	paths := append([]string{"[*].a", "[*].b[0]", "[*][*]", "[*].a.b", "[-1][*].a"}, garbagePaths...)
+	for i := 0; i < iterations; i++ {
+		l := garbageLayouts()[i%4]
+		p, f := garbageProcess(rng, l)
+		extra := func(i uint64) uint64 { return fakeBase + 0x100*(11+i) }
+		p.types.list, p.types.long, p.types.boolean, p.types.float = extra(1), extra(2), extra(3), extra(4)
+		p.types.none, p.types.member, p.types.getset = extra(5), extra(6), extra(7)
+		all := []uint64{p.types.str, p.types.dict, p.types.tuple, p.types.typ, p.types.list, p.types.long,
+			p.types.boolean, p.types.float, p.types.member}
+		for k := 0; k < 800; k++ {
+			f.put64(fakeBase+uint64(rng.IntN(len(f.data)-8))&^7, all[rng.IntN(len(all))])
+		}
+		// Lists with small sizes, so that [*] goes on to their items.
+		for k := 0; k < 60; k++ {
+			a := fakeBase + uint64(rng.IntN(len(f.data)-0x40))&^7
+			f.put64(a+8, p.types.list)
+			f.put64(a+l.ListSize, uint64(rng.IntN(6)))
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for j := 0; j < 40; j++ {
+				sameEval(t, p, fakeBase+uint64(rng.IntN(len(f.data)))&^7, paths[rng.IntN(len(paths))], fmt.Sprintf("iteration %d", i))
+			}
+		}()
+		waitReaders(t, done, fmt.Sprintf("iteration %d (CPython %s layout)", i, l.Version))
+	}
+}
+
+// shiftingMemory changes the memory after each call: a list that grows,
+// shrinks or loses its items between the reads of one Eval.
+type shiftingMemory struct {
+	*fakeMemory
+	calls int
+	shift func(call int)
+}
+
+func (m *shiftingMemory) ReadAt(b []byte, addr uint64) error {
+	err := m.fakeMemory.ReadAt(b, addr)
+	m.calls++
+	m.shift(m.calls)
+	return err
+}
+
+func (m *shiftingMemory) ReadV(rs []Read) error {
+	err := readV(m.fakeMemory, rs)
+	m.calls++
+	m.shift(m.calls)
+	return err
+}
+
+// TestBatchListChanges changes a list of requests between the reads of
+// one Eval — its size, its item array, items freed — at every point in the
+// Eval: each must return the right rids, or an error that names a path,
+// never a panic, a hang, or rids that were never there.
+func TestBatchListChanges(t *testing.T) {
+	for call := 1; call <= 12; call++ {
+		for _, change := range []string{"grow", "shrink", "null items", "items freed", "array moved"} {
+			h := newFakeHeap(t)
+			l := &h.p.layout
+			req := h.class("Req", []string{"rid"}, nil)
+			var reqs []uint64
+			rids := map[string]bool{}
+			for i := 0; i < 40; i++ {
+				rid := fmt.Sprintf("r%02d", i)
+				rids[rid] = true
+				reqs = append(reqs, h.instance(req, h.str(rid)))
+			}
+			batch := h.list(reqs...)
+			arr, _ := h.p.m.u64(batch + l.ListItems)
+			h.p.Eval(batch, "[*].rid") // caches warm
+			sm := &shiftingMemory{fakeMemory: h.f}
+			sm.shift = func(n int) {
+				if n != call {
+					return
+				}
+				switch change {
+				case "grow":
+					h.put(batch+l.ListSize, 4000)
+				case "shrink":
+					h.put(batch+l.ListSize, 3)
+				case "null items":
+					for i := range reqs {
+						h.put(arr+8*uint64(i), 0)
+					}
+				case "items freed":
+					for _, r := range reqs {
+						h.put(r+8, 0)
+						h.put(h.values(r), 0x10)
+					}
+				case "array moved":
+					h.put(batch+l.ListItems, 0x10)
+				}
+			}
+			h.p.m = mem{sm}
+			what := fmt.Sprintf("%s after call %d", change, call)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				v, err := h.p.Eval(batch, "[*].rid")
+				if err != nil {
+					var pe *PathError
+					if !strings.Contains(err.Error(), "[") && !asPathError(err, &pe) {
+						t.Errorf("%s: error names no path: %v", what, err)
+					}
+					return
+				}
+				for _, rid := range v.([]Value) {
+					if s, ok := rid.(string); !ok || !rids[s] {
+						t.Errorf("%s: read %v, which no request had", what, rid)
+					}
+				}
+			}()
+			waitReaders(t, done, what)
+		}
+	}
+}
+
+func asPathError(err error, pe **PathError) bool {
+	e, ok := err.(*PathError)
+	*pe = e
+	return ok
+}
+
+// TestBatchCycles: a list that holds itself, read through [*] many times
+// over and converted whole, stops at maxVisits or maxNest as the item walk
+// does, and soon.
+func TestBatchCycles(t *testing.T) {
+	h := newFakeHeap(t)
+	l := &h.p.layout
+	cyc := h.list(0, 0)
+	arr, _ := h.p.m.u64(cyc + l.ListItems)
+	h.put(arr, cyc)
+	h.put(arr+8, cyc)
+	for _, path := range []string{"", "[*]", strings.Repeat("[*]", 20), "[0][1][0][1]", "[*][0][*]"} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sameEval(t, h.p, cyc, path, "cyclic list")
+			_, err := h.p.Eval(cyc, path)
+			if err == nil || !strings.Contains(err.Error(), "objects read") && !strings.Contains(err.Error(), "nested more than") {
+				t.Errorf("Eval(cycle, %q): %v, want the visit or nesting bound", path, err)
+			}
+		}()
+		waitReaders(t, done, "cyclic list "+path)
+	}
+}

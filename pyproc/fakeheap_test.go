@@ -1,0 +1,187 @@
+package pyproc
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// fakeHeap builds CPython 3.12 objects by hand in a fakeMemory, so that a
+// test can forge or change exactly one field between two Evals.
+type fakeHeap struct {
+	t    *testing.T
+	f    *fakeMemory
+	p    *Process
+	next uint64
+}
+
+// fakeTypeSize covers a heap type through ht_cached_keys (3.12).
+const fakeTypeSize = 0x380
+
+func newFakeHeap(t *testing.T) *fakeHeap {
+	l, err := tableLayout(Version{3, 12, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeMemory{base: fakeBase, data: make([]byte, 1<<20)}
+	h := &fakeHeap{t: t, f: f, next: fakeBase + 0x1000}
+	// Scans, not hashed probes: the heap's keys carry no hash indices.
+	h.p = &Process{m: mem{f}, layout: l, hashOK: -1}
+	ty := &h.p.types
+	for _, a := range []*uint64{&ty.typ, &ty.str, &ty.dict, &ty.list, &ty.tuple, &ty.long, &ty.object,
+		&ty.module, &ty.member, &ty.property, &ty.getset, &ty.none, &ty.boolean, &ty.float} {
+		*a = h.alloc(fakeTypeSize)
+	}
+	for _, a := range []uint64{ty.typ, ty.str, ty.dict, ty.list, ty.tuple, ty.long, ty.object} {
+		h.put(a+8, ty.typ)
+		h.put(a+l.TypeBasicSize, 0x10)
+	}
+	h.put(ty.str+l.TypeFlags, flagUnicodeSubclass)
+	h.put(ty.dict+l.TypeFlags, flagDictSubclass)
+	h.put(ty.list+l.TypeFlags, flagListSubclass)
+	h.put(ty.tuple+l.TypeFlags, flagTupleSubclass)
+	return h
+}
+
+func (h *fakeHeap) put(addr, v uint64) { h.f.put64(addr, v) }
+
+func (h *fakeHeap) put8(addr uint64, v byte) { h.f.data[addr-h.f.base] = v }
+
+// alloc returns n zeroed bytes, 16-aligned, with 0x20 bytes free before
+// them (a managed dict's pre-header).
+func (h *fakeHeap) alloc(n int) uint64 {
+	a := h.next + 0x20
+	h.next = (a + uint64(n) + 15) &^ 15
+	if h.next-h.f.base > uint64(len(h.f.data)) {
+		h.t.Fatal("fake heap full")
+	}
+	return a
+}
+
+// str is a compact ASCII str.
+func (h *fakeHeap) str(s string) uint64 {
+	l := &h.p.layout
+	a := h.alloc(int(l.ASCIIData) + len(s) + 1)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.str)
+	h.put(a+l.UnicodeLength, uint64(len(s)))
+	h.put(a+l.UnicodeHash, ^uint64(0))
+	binary.LittleEndian.PutUint32(h.f.data[a+l.UnicodeState-h.f.base:], 1<<2|1<<5|1<<6)
+	copy(h.f.data[a+l.ASCIIData-h.f.base:], s)
+	return a
+}
+
+// rewriteStr changes a str's text in place (same length).
+func (h *fakeHeap) rewriteStr(a uint64, s string) {
+	copy(h.f.data[a+h.p.layout.ASCIIData-h.f.base:], s)
+}
+
+// int is a small non-negative int (3.12 lv_tag).
+func (h *fakeHeap) int(v uint64) uint64 {
+	a := h.alloc(0x20)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.long)
+	h.put(a+h.p.layout.LongSize, 1<<3)
+	h.put(a+h.p.layout.LongDigits, v)
+	return a
+}
+
+func (h *fakeHeap) list(items ...uint64) uint64 {
+	l := &h.p.layout
+	a, arr := h.alloc(0x28), h.alloc(8*len(items)+8)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.list)
+	h.put(a+l.ListSize, uint64(len(items)))
+	h.put(a+l.ListItems, arr)
+	for i, it := range items {
+		h.put(arr+8*uint64(i), it)
+	}
+	return a
+}
+
+func (h *fakeHeap) tuple(items ...uint64) uint64 {
+	l := &h.p.layout
+	a := h.alloc(int(l.TupleItems) + 8*len(items))
+	h.put(a, 1)
+	h.put(a+8, h.p.types.tuple)
+	h.put(a+l.TupleSize, uint64(len(items)))
+	for i, it := range items {
+		h.put(a+l.TupleItems+8*uint64(i), it)
+	}
+	return a
+}
+
+// keys is a keys object of str keys (3.11+ layout, 8 slots, no index
+// table filled: lookups scan). values: an entry's value (combined), or 0
+// for split keys.
+func (h *fakeHeap) keys(split bool, names []string, values []uint64) uint64 {
+	a := h.alloc(0x28 + 16*8)
+	h.put8(a+8, 3) // dk_log2_size
+	h.put8(a+9, 3) // dk_log2_index_bytes: 8 one-byte indices
+	kind := byte(1)
+	if split {
+		kind = kindSplit
+	}
+	h.put8(a+0xa, kind)
+	h.put(a+0x18, uint64(len(names)))
+	for i, n := range names {
+		h.put(a+0x28+16*uint64(i), h.str(n))
+		if !split {
+			h.put(a+0x28+16*uint64(i)+8, values[i])
+		}
+	}
+	return a
+}
+
+// entryKey is the address of entry i's key pointer in keys made by keys.
+func entryKey(keys uint64, i int) uint64 { return keys + 0x28 + 16*uint64(i) }
+
+func (h *fakeHeap) dict(names []string, values []uint64) uint64 {
+	l := &h.p.layout
+	a := h.alloc(0x30)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.dict)
+	h.put(a+l.DictKeys, h.keys(false, names, values))
+	return a
+}
+
+// class is a heap type whose instances keep their attributes in values
+// over shared keys (names), with class attributes attrs (name, value).
+func (h *fakeHeap) class(name string, shared []string, attrs map[string]uint64) uint64 {
+	l := &h.p.layout
+	a := h.alloc(fakeTypeSize)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.typ)
+	cname := h.alloc(len(name) + 1)
+	copy(h.f.data[cname-h.f.base:], name)
+	h.put(a+l.TypeName, cname)
+	h.put(a+l.TypeBasicSize, 0x10)
+	h.put(a+l.TypeFlags, flagHeapType|flagManagedDict)
+	var names []string
+	var vals []uint64
+	for n, v := range attrs {
+		names, vals = append(names, n), append(vals, v)
+	}
+	h.put(a+l.TypeDict, h.dict(names, vals))
+	h.put(a+l.TypeMro, h.tuple(a, h.p.types.object))
+	h.put(a+l.TypeCachedKeys, h.keys(true, shared, nil))
+	return a
+}
+
+// instance is an instance of cls with values (3.12: the values pointer,
+// minus 1, before the object).
+func (h *fakeHeap) instance(cls uint64, values ...uint64) uint64 {
+	a, arr := h.alloc(0x10), h.alloc(8*len(values)+8)
+	h.put(a, 1)
+	h.put(a+8, cls)
+	h.put(a-0x18, arr-1)
+	for i, v := range values {
+		h.put(arr+8*uint64(i), v)
+	}
+	return a
+}
+
+// values is the values array of an instance made by instance.
+func (h *fakeHeap) values(obj uint64) uint64 {
+	w, _ := h.p.m.u64(obj - 0x18)
+	return w + 1
+}
