@@ -43,6 +43,7 @@ bench/callloop: bench/callloop.c
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./probes
+	$(GO) test -run '^$$' -fuzz FuzzBatchEval -fuzztime 60s ./pyproc
 
 # Rebuild the BPF objects (needs clang-19: apt-get install clang-19 libbpf-dev).
 generate:

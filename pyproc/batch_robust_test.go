@@ -175,3 +175,74 @@ func TestBatchCycles(t *testing.T) {
 		waitReaders(t, done, "cyclic list "+path)
 	}
 }
+
+// fuzzHeap is a batch of requests of each kind the batch reads fast: values
+// on shared keys with a class attribute, __slots__, a dict's keys.
+func fuzzHeap(t *testing.T) (*fakeHeap, uint64) {
+	h := newFakeHeap(t)
+	req := h.class("Req", []string{"a", "rid"}, map[string]uint64{"kind": h.str("plain")})
+	sreq := h.slotted("SReq", []string{"s", "n"})
+	var reqs, sreqs, counts []uint64
+	var names []string
+	for i := 0; i < 8; i++ {
+		rid := h.str(fmt.Sprintf("rid-%d", i))
+		reqs = append(reqs, h.instance(req, h.int(uint64(i)), rid))
+		sreqs = append(sreqs, h.object(sreq, h.str(fmt.Sprintf("s-%d", i)), h.int(uint64(2*i))))
+		names, counts = append(names, fmt.Sprintf("k%d", i)), append(counts, h.int(uint64(i)))
+	}
+	return h, h.list(h.list(reqs...), h.list(sreqs...), h.dict(names, counts))
+}
+
+var fuzzPaths = []string{"[0][*].rid", "[0][*].a", "[0][*].kind", "[1][*].s", "[1][*].n", "[2][*]", "[0][-1].rid", "[0]", "[1][*]"}
+
+// FuzzBatchEval overwrites bytes of fuzzHeap after Evals have filled the
+// caches, then reads every path in batches and item by item: the two must
+// agree (the caches must see the change), and neither may panic or hang.
+func FuzzBatchEval(f *testing.F) {
+	f.Add(uint16(0), []byte{0})
+	f.Add(uint16(0x100), []byte("rix"))
+	f.Add(uint16(0x2000), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add(uint16(0x3c8), []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, at uint16, data []byte) {
+		h, root := fuzzHeap(t)
+		for _, path := range fuzzPaths {
+			h.p.Eval(root, path)
+		}
+		used := h.next - h.f.base
+		off := uint64(at) % used
+		copy(h.f.data[off:min(used, off+uint64(len(data)))], data)
+		for _, path := range fuzzPaths {
+			sameEval(t, h.p, root, path, fmt.Sprintf("%d bytes at %#x", len(data), off))
+		}
+	})
+}
+
+// TestFuzzHeapReads: the fuzz heap, undamaged, reads as built, mostly in
+// the batch's fast paths (few reads per level).
+func TestFuzzHeapReads(t *testing.T) {
+	h, root := fuzzHeap(t)
+	cm := &countingMemory{r: h.f}
+	h.p.m = mem{cm}
+	for _, tc := range []struct {
+		path string
+		want string
+	}{
+		{"[0][*].rid", "[rid-0 rid-1 rid-2 rid-3 rid-4 rid-5 rid-6 rid-7]"},
+		{"[0][*].kind", "[plain plain plain plain plain plain plain plain]"},
+		{"[1][*].s", "[s-0 s-1 s-2 s-3 s-4 s-5 s-6 s-7]"},
+		{"[1][*].n", "[0 2 4 6 8 10 12 14]"},
+		{"[2][*]", "[k0 k1 k2 k3 k4 k5 k6 k7]"},
+	} {
+		for round := 0; round < 2; round++ {
+			cm.n = 0
+			v, err := h.p.Eval(root, tc.path)
+			if got := fmt.Sprint(v); err != nil || got != tc.want {
+				t.Errorf("Eval(%s) = %s, %v; want %s", tc.path, got, err, tc.want)
+			}
+			steps, _ := parsePath(tc.path)
+			if most := 3 * (len(steps) + 1); round == 1 && cm.n > most {
+				t.Errorf("Eval(%s), caches warm: %d reads, want at most %d", tc.path, cm.n, most)
+			}
+		}
+	}
+}

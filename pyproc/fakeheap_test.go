@@ -185,3 +185,42 @@ func (h *fakeHeap) values(obj uint64) uint64 {
 	w, _ := h.p.m.u64(obj - 0x18)
 	return w + 1
 }
+
+// slotted is a heap type whose instances keep names in __slots__ (member
+// descriptors in the class dict, T_OBJECT_EX slots after the header).
+func (h *fakeHeap) slotted(name string, slots []string) uint64 {
+	l := &h.p.layout
+	a := h.alloc(fakeTypeSize)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.typ)
+	cname := h.alloc(len(name) + 1)
+	copy(h.f.data[cname-h.f.base:], name)
+	h.put(a+l.TypeName, cname)
+	h.put(a+l.TypeBasicSize, 0x10+8*uint64(len(slots)))
+	h.put(a+l.TypeFlags, flagHeapType)
+	var descrs []uint64
+	for i := range slots {
+		def := h.alloc(0x18)
+		h.put(def+l.MemberDefType, tObjectEx)
+		h.put(def+l.MemberDefOffset, 0x10+8*uint64(i))
+		d := h.alloc(int(l.MemberDescrDef) + 8)
+		h.put(d, 1)
+		h.put(d+8, h.p.types.member)
+		h.put(d+l.MemberDescrDef, def)
+		descrs = append(descrs, d)
+	}
+	h.put(a+l.TypeDict, h.dict(slots, descrs))
+	h.put(a+l.TypeMro, h.tuple(a, h.p.types.object))
+	return a
+}
+
+// object is an instance of a slotted class with its slots' values.
+func (h *fakeHeap) object(cls uint64, slots ...uint64) uint64 {
+	a := h.alloc(0x10 + 8*len(slots))
+	h.put(a, 1)
+	h.put(a+8, cls)
+	for i, v := range slots {
+		h.put(a+0x10+8*uint64(i), v)
+	}
+	return a
+}
