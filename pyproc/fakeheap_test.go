@@ -148,14 +148,7 @@ func (h *fakeHeap) dict(names []string, values []uint64) uint64 {
 // over shared keys (names), with class attributes attrs (name, value).
 func (h *fakeHeap) class(name string, shared []string, attrs map[string]uint64) uint64 {
 	l := &h.p.layout
-	a := h.alloc(fakeTypeSize)
-	h.put(a, 1)
-	h.put(a+8, h.p.types.typ)
-	cname := h.alloc(len(name) + 1)
-	copy(h.f.data[cname-h.f.base:], name)
-	h.put(a+l.TypeName, cname)
-	h.put(a+l.TypeBasicSize, 0x10)
-	h.put(a+l.TypeFlags, flagHeapType|flagManagedDict)
+	a := h.typeObject(name, 0x10, flagHeapType|flagManagedDict)
 	var names []string
 	var vals []uint64
 	for n, v := range attrs {
@@ -190,14 +183,7 @@ func (h *fakeHeap) values(obj uint64) uint64 {
 // descriptors in the class dict, T_OBJECT_EX slots after the header).
 func (h *fakeHeap) slotted(name string, slots []string) uint64 {
 	l := &h.p.layout
-	a := h.alloc(fakeTypeSize)
-	h.put(a, 1)
-	h.put(a+8, h.p.types.typ)
-	cname := h.alloc(len(name) + 1)
-	copy(h.f.data[cname-h.f.base:], name)
-	h.put(a+l.TypeName, cname)
-	h.put(a+l.TypeBasicSize, 0x10+8*uint64(len(slots)))
-	h.put(a+l.TypeFlags, flagHeapType)
+	a := h.typeObject(name, 0x10+8*uint64(len(slots)), flagHeapType)
 	var descrs []uint64
 	for i := range slots {
 		def := h.alloc(0x18)
@@ -222,5 +208,19 @@ func (h *fakeHeap) object(cls uint64, slots ...uint64) uint64 {
 	for i, v := range slots {
 		h.put(a+0x10+8*uint64(i), v)
 	}
+	return a
+}
+
+// typeObject is a type's header: name, size, flags.
+func (h *fakeHeap) typeObject(name string, basicsize, flags uint64) uint64 {
+	l := &h.p.layout
+	a := h.alloc(fakeTypeSize)
+	h.put(a, 1)
+	h.put(a+8, h.p.types.typ)
+	cname := h.alloc(len(name) + 1)
+	copy(h.f.data[cname-h.f.base:], name)
+	h.put(a+l.TypeName, cname)
+	h.put(a+l.TypeBasicSize, basicsize)
+	h.put(a+l.TypeFlags, flags)
 	return a
 }
