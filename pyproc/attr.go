@@ -25,8 +25,9 @@ type typeInfo struct {
 	// shared: where names sit in cachedKeys, for every instance whose
 	// attributes use them (values, or a split dict on those keys); attrs:
 	// what names are on the class.
-	shared map[string]*sharedMemo
-	attrs  map[string]*classMemo
+	shared   map[string]*sharedMemo
+	attrs    map[string]*classMemo
+	dictKeys map[string]*dictKeyMemo // names in instances' own (combined) dicts
 }
 
 // classAttr is a name found on the type (along its MRO).

@@ -176,7 +176,7 @@ func (b *batchEval) seqItems(cur []*cursor) (items [][]uint64, fast []bool) {
 			seg[i] = hs.add(c.obj, int(max(l.ListItems, l.TupleSize))+8)
 		}
 	}
-	b.p.m.run(hs)
+	b.p.run(hs)
 	return b.readItems(hs, seg)
 }
 
@@ -210,7 +210,7 @@ func (b *batchEval) readItems(hs *segs, heads []int) (items [][]uint64, fast []b
 	if as.len() == 0 {
 		return items, fast
 	}
-	b.p.m.run(as)
+	b.p.run(as)
 	for i := range seg {
 		if seg[i] >= 0 {
 			if raw, err := as.block(seg[i]); err == nil {
@@ -272,7 +272,7 @@ func (b *batchEval) values(cur []*cursor) []*cursor {
 	if b.visits > maxVisits {
 		return nil
 	}
-	p.m.run(hs)
+	p.run(hs)
 	// Second round: text of long strs, item arrays of lists.
 	ds := newSegs(0)
 	dseg := make([]int, len(cur))
@@ -330,7 +330,7 @@ func (b *batchEval) values(cur []*cursor) []*cursor {
 		*c.out, c.err = b.valueFrom(blk, b.where(c, len(b.steps)))
 		c.done, b.nest = true, 0
 	}
-	p.m.run(ds)
+	p.run(ds)
 	items, fast := b.readItems(hs, heads)
 	var next []*cursor
 	for i, c := range cur {

@@ -9,14 +9,15 @@ import (
 )
 
 // sameEval checks that Eval and EvalItemByItem agree on obj.path: the same
-// value, or the same error.
-func sameEval(t *testing.T, p *Process, obj uint64, path, what string) {
+// value, or the same error; it returns Eval's.
+func sameEval(t *testing.T, p *Process, obj uint64, path, what string) (Value, error) {
 	t.Helper()
 	v, err := p.Eval(obj, path)
 	old, oldErr := p.EvalItemByItem(obj, path)
 	if fmt.Sprint(err) != fmt.Sprint(oldErr) || !reflect.DeepEqual(v, old) {
 		t.Errorf("%s: Eval(%#x, %q) = %.200v, %v\n  item by item %.200v, %v", what, obj, path, v, err, old, oldErr)
 	}
+	return v, err
 }
 
 // TestBatchGarbage runs Eval and EvalItemByItem over the same random
@@ -177,23 +178,32 @@ func TestBatchCycles(t *testing.T) {
 }
 
 // fuzzHeap is a batch of requests of each kind the batch reads fast: values
-// on shared keys with a class attribute, __slots__, a dict's keys.
+// on shared keys with a class attribute, __slots__, a dict's keys,
+// instances with dicts of their own; lookups probe by hash.
 func fuzzHeap(t *testing.T) (*fakeHeap, uint64) {
-	h := newFakeHeap(t)
+	h := newHashedHeap(t)
 	req := h.class("Req", []string{"a", "rid"}, map[string]uint64{"kind": h.str("plain")})
 	sreq := h.slotted("SReq", []string{"s", "n"})
-	var reqs, sreqs, counts []uint64
+	big := h.class("Big", nil, nil)
+	fields := []string{"rid", "f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8"}
+	var reqs, sreqs, bigs, counts []uint64
 	var names []string
 	for i := 0; i < 8; i++ {
 		rid := h.str(fmt.Sprintf("rid-%d", i))
 		reqs = append(reqs, h.instance(req, h.int(uint64(i)), rid))
 		sreqs = append(sreqs, h.object(sreq, h.str(fmt.Sprintf("s-%d", i)), h.int(uint64(2*i))))
 		names, counts = append(names, fmt.Sprintf("k%d", i)), append(counts, h.int(uint64(i)))
+		var vals []uint64
+		for j := range fields {
+			vals = append(vals, h.int(uint64(10*i+j)))
+		}
+		bigs = append(bigs, h.dictInstance(big, fields, vals))
 	}
-	return h, h.list(h.list(reqs...), h.list(sreqs...), h.dict(names, counts))
+	return h, h.list(h.list(reqs...), h.list(sreqs...), h.dict(names, counts), h.list(bigs...))
 }
 
-var fuzzPaths = []string{"[0][*].rid", "[0][*].a", "[0][*].kind", "[1][*].s", "[1][*].n", "[2][*]", "[0][-1].rid", "[0]", "[1][*]"}
+var fuzzPaths = []string{"[0][*].rid", "[0][*].a", "[0][*].kind", "[1][*].s", "[1][*].n", "[2][*]", "[0][-1].rid", "[0]", "[1][*]",
+	"[3][*].rid", "[3][*].f5", "[3][*].f8"}
 
 // FuzzBatchEval overwrites bytes of fuzzHeap after Evals have filled the
 // caches, then reads every path in batches and item by item: the two must
@@ -232,6 +242,7 @@ func TestFuzzHeapReads(t *testing.T) {
 		{"[1][*].s", "[s-0 s-1 s-2 s-3 s-4 s-5 s-6 s-7]"},
 		{"[1][*].n", "[0 2 4 6 8 10 12 14]"},
 		{"[2][*]", "[k0 k1 k2 k3 k4 k5 k6 k7]"},
+		{"[3][*].f8", "[8 18 28 38 48 58 68 78]"},
 	} {
 		for round := 0; round < 2; round++ {
 			cm.n = 0

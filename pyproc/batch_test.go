@@ -99,7 +99,7 @@ func checkBatchValues(t *testing.T, p *Process, tg *batchTarget, round string) {
 // checkBatchReads: 256 requests' rids take a few system calls per level of
 // the path, not a few per request.
 func checkBatchReads(t *testing.T, p *Process, tg *batchTarget) {
-	for _, path := range []string{"reqs[*].rid", "sreqs[*].n", "num_scheduled_tokens[*]", "nreqs[*].rid", "groups[*].reqs[*].rid"} {
+	for _, path := range []string{"reqs[*].rid", "sreqs[*].n", "num_scheduled_tokens[*]", "nreqs[*].rid", "groups[*].reqs[*].rid", "bigreqs[*].rid", "bigreqs[*].field_59"} {
 		steps, _ := parsePath(path)
 		most := 5 * (len(steps) + 1) // each step and the conversion at the end
 		start := p.Stats.Reads

@@ -17,8 +17,8 @@ func (b *batchEval) attrs(cur []*cursor, k int) []*cursor {
 			seg[i] = hs.add(c.obj-hintBefore, hintLen)
 		}
 	}
-	b.p.m.run(hs)
-	a := attrLevel{batchEval: b, cur: cur, k: k, hs: hs, hint: seg}
+	b.p.run(hs)
+	a := attrLevel{batchEval: b, cur: cur, k: k, hs: hs, hint: seg, hash: b.p.strHash(b.steps[k].attr)}
 	reads := make([]attrRead, len(cur))
 	var pend []*attrRead
 	for i, c := range cur {
@@ -48,7 +48,7 @@ func (b *batchEval) attrs(cur []*cursor, k int) []*cursor {
 				}
 			}
 		}
-		b.p.m.run(rs)
+		b.p.run(rs)
 		for _, c := range checks {
 			if c.m.gen != b.tc.gen && !c.m.bad {
 				b.settle(rs, c)
@@ -83,6 +83,7 @@ type attrLevel struct {
 	k    int
 	hs   *segs
 	hint []int
+	hash int64 // the name's hash, for probes
 }
 
 // attrRead is a cursor's next read for the attribute.
@@ -91,14 +92,17 @@ type attrRead struct {
 	addr, ix uint64
 	i, n     int
 	seg      int
-	what     int // readDict, readValues, readSlot, or readNone: a class attribute
+	what     int // readDict, readValues, readKeys, readSlot, or readNone: a class attribute
 	slotType int32
 	memos    [2]*memo // what the plan rests on: it waits for their checks
+	found    bool     // the shared keys hold the name, at ix
+	dk       *dictKeyMemo
 }
 
 const (
 	readDict = iota
 	readValues
+	readKeys
 	readSlot
 	readNone
 )
@@ -125,18 +129,26 @@ func (a *attrLevel) plan(r *attrRead) bool {
 	r.ti = ti
 	a.evaluator.hint = hint
 	dict, values, err := a.instanceStore(c.obj, ti)
-	sm, cm := ti.shared[name], ti.attrs[name]
+	sm, cm, dk := ti.shared[name], ti.attrs[name], ti.dictKeys[name]
 	known := sm != nil && a.usable(&sm.memo)
 	onClass := cm != nil && a.usable(&cm.memo)
 	if known {
-		r.ix, r.memos[0] = uint64(sm.ix), &sm.memo
+		r.ix, r.found, r.memos[0] = uint64(sm.ix), sm.found, &sm.memo
+	}
+	if dk != nil && a.usable(&dk.memo) && p.hashOK > 0 {
+		r.dk = dk
 	}
 	switch {
 	case err != nil:
-	case dict != 0 && known && sm.found && ti.cachedKeys != 0:
+	case dict != 0:
+		// A split dict on the shared keys or other keys, or a combined
+		// one: its header tells which.
 		r.what, r.addr, r.n = readDict, dict, int(l.DictValues)+8
+		if r.dk != nil {
+			r.memos[1] = &r.dk.memo
+		}
 		return true
-	case values != 0 && known && sm.found:
+	case values != 0 && r.found:
 		r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
 		return true
 	case dict != 0 || values != 0 && !known || !onClass:
@@ -174,13 +186,36 @@ func (a *attrLevel) step(r *attrRead, blk block) bool {
 		c.obj = r.addr
 		return true
 	case readDict:
-		// A split dict on the class's shared keys: the index holds.
+		// A split dict on the class's shared keys: the index holds. A
+		// combined one: its keys through the entry the name sat at.
 		keys, values := blk.u64(l.DictKeys), blk.u64(l.DictValues)
-		if blk.u64(8) != p.types.dict || keys != r.ti.cachedKeys || values == 0 {
+		ix, other := a.shared[sharedKey{keys, a.steps[a.k].attr}]
+		split := keys == r.ti.cachedKeys && keys != 0
+		switch {
+		case blk.u64(8) != p.types.dict:
+			break
+		case values != 0 && split && r.found:
+			r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
+			return false
+		case values != 0 && !split && other:
+			// Split keys the class no longer shares: found in this Eval.
+			r.ix, r.memos[0] = uint64(ix), nil
+			r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
+			return false
+		case values == 0 && r.dk != nil && validObj(keys):
+			r.what, r.addr, r.n = readKeys, keys, r.dk.n
+			return false
+		}
+	case readKeys:
+		v, err := p.keysView(blk, 0, "", false)
+		if err != nil {
 			break
 		}
-		r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
-		return false
+		v.table = blk
+		if val, sure := p.probeKnown(v, r.dk.key, r.dk.others, a.hash); sure {
+			c.obj = val // as dictAttr gives it: the next step checks it
+			return true
+		}
 	case readValues:
 		// 3.13's values say how many slots they have (sharedValue).
 		if l.DictValuesArray != 0 && r.ix >= uint64(blk.u8(0)) {

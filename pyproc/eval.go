@@ -168,6 +168,7 @@ func (p *Process) EvalItemByItem(obj uint64, path string) (Value, error) {
 
 func (p *Process) newEvaluator(tc *typeCache) *evaluator {
 	tc.gen++
+	p.arena.off = 0 // the last Eval's reads are done with
 	return &evaluator{p: p, tc: tc, shared: map[sharedKey]int64{}}
 }
 

@@ -8,10 +8,11 @@ import (
 // fakeHeap builds CPython 3.12 objects by hand in a fakeMemory, so that a
 // test can forge or change exactly one field between two Evals.
 type fakeHeap struct {
-	t    *testing.T
-	f    *fakeMemory
-	p    *Process
-	next uint64
+	t        *testing.T
+	f        *fakeMemory
+	p        *Process
+	next     uint64
+	interned map[string]uint64 // the strs keys hold, one per name as CPython interns them
 }
 
 // fakeTypeSize covers a heap type through ht_cached_keys (3.12).
@@ -22,9 +23,9 @@ func newFakeHeap(t *testing.T) *fakeHeap {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeMemory{base: fakeBase, data: make([]byte, 1<<20)}
-	h := &fakeHeap{t: t, f: f, next: fakeBase + 0x1000}
-	// Scans, not hashed probes: the heap's keys carry no hash indices.
+	f := &fakeMemory{base: fakeBase, data: make([]byte, 256<<10)}
+	h := &fakeHeap{t: t, f: f, next: fakeBase + 0x1000, interned: map[string]uint64{}}
+	// Scans, not hashed probes (newHashedHeap probes).
 	h.p = &Process{m: mem{f}, layout: l, hashOK: -1}
 	ty := &h.p.types
 	for _, a := range []*uint64{&ty.typ, &ty.str, &ty.dict, &ty.list, &ty.tuple, &ty.long, &ty.object,
@@ -39,6 +40,14 @@ func newFakeHeap(t *testing.T) *fakeHeap {
 	h.put(ty.dict+l.TypeFlags, flagDictSubclass)
 	h.put(ty.list+l.TypeFlags, flagListSubclass)
 	h.put(ty.tuple+l.TypeFlags, flagTupleSubclass)
+	return h
+}
+
+// newHashedHeap is a fake heap whose lookups probe by hash, as they do in
+// a process whose str hash pyproc computes: strs carry their hash.
+func newHashedHeap(t *testing.T) *fakeHeap {
+	h := newFakeHeap(t)
+	h.p.hashOK, h.p.hashKey = 1, [2]uint64{0x0706050403020100, 0x0f0e0d0c0b0a0908}
 	return h
 }
 
@@ -64,7 +73,10 @@ func (h *fakeHeap) str(s string) uint64 {
 	h.put(a, 1)
 	h.put(a+8, h.p.types.str)
 	h.put(a+l.UnicodeLength, uint64(len(s)))
-	h.put(a+l.UnicodeHash, ^uint64(0))
+	h.put(a+l.UnicodeHash, ^uint64(0)) // not yet computed
+	if h.p.hashOK > 0 {
+		h.put(a+l.UnicodeHash, uint64(h.p.strHash(s)))
+	}
 	binary.LittleEndian.PutUint32(h.f.data[a+l.UnicodeState-h.f.base:], 1<<2|1<<5|1<<6)
 	copy(h.f.data[a+l.ASCIIData-h.f.base:], s)
 	return a
@@ -110,30 +122,59 @@ func (h *fakeHeap) tuple(items ...uint64) uint64 {
 	return a
 }
 
-// keys is a keys object of str keys (3.11+ layout, 8 slots, no index
-// table filled: lookups scan). values: an entry's value (combined), or 0
-// for split keys.
+// keys is a keys object of str keys (3.11+ layout) with its index table
+// filled as CPython fills it, so that lookups probe by hash (hashed heaps)
+// or scan. values: an entry's value (combined), or nil for split keys.
 func (h *fakeHeap) keys(split bool, names []string, values []uint64) uint64 {
-	a := h.alloc(0x28 + 16*8)
-	h.put8(a+8, 3) // dk_log2_size
-	h.put8(a+9, 3) // dk_log2_index_bytes: 8 one-byte indices
+	strs := make([]uint64, len(names))
+	for i, n := range names {
+		if h.interned[n] == 0 {
+			h.interned[n] = h.str(n)
+		}
+		strs[i] = h.interned[n]
+	}
+	return h.keysOf(split, names, strs, values)
+}
+
+// keysOf is keys with the strs the entries hold (names: their text).
+func (h *fakeHeap) keysOf(split bool, names []string, strs, values []uint64) uint64 {
+	log2 := uint64(3)
+	for 3*len(names) > 2<<log2 { // at most two thirds full
+		log2++
+	}
+	size := uint64(1) << log2
+	a := h.alloc(int(0x20 + size + 16*uint64(len(names))))
+	h.put8(a+8, byte(log2)) // dk_log2_size
+	h.put8(a+9, byte(log2)) // dk_log2_index_bytes: one-byte indices
 	kind := byte(1)
 	if split {
 		kind = kindSplit
 	}
 	h.put8(a+0xa, kind)
 	h.put(a+0x18, uint64(len(names)))
+	for i := uint64(0); i < size; i++ {
+		h.put8(a+0x20+i, 0xff) // DKIX_EMPTY
+	}
 	for i, n := range names {
-		h.put(a+0x28+16*uint64(i), h.str(n))
+		hash := uint64(h.p.strHash(n))
+		slot, perturb := hash&(size-1), hash
+		for h.f.data[a+0x20+slot-h.f.base] != 0xff {
+			perturb >>= 5
+			slot = (slot*5 + perturb + 1) & (size - 1)
+		}
+		h.put8(a+0x20+slot, byte(i))
+		h.put(h.entryKey(a, i), strs[i])
 		if !split {
-			h.put(a+0x28+16*uint64(i)+8, values[i])
+			h.put(h.entryKey(a, i)+8, values[i])
 		}
 	}
 	return a
 }
 
 // entryKey is the address of entry i's key pointer in keys made by keys.
-func entryKey(keys uint64, i int) uint64 { return keys + 0x28 + 16*uint64(i) }
+func (h *fakeHeap) entryKey(keys uint64, i int) uint64 {
+	return keys + 0x20 + uint64(1)<<h.f.data[keys+9-h.f.base] + 16*uint64(i)
+}
 
 func (h *fakeHeap) dict(names []string, values []uint64) uint64 {
 	l := &h.p.layout
@@ -222,5 +263,16 @@ func (h *fakeHeap) typeObject(name string, basicsize, flags uint64) uint64 {
 	h.put(a+l.TypeName, cname)
 	h.put(a+l.TypeBasicSize, basicsize)
 	h.put(a+l.TypeFlags, flags)
+	return a
+}
+
+// dictInstance is an instance of cls whose attributes are in a dict of its
+// own (3.12: the dict pointer before the object), combined: as instances
+// with more attributes than shared keys hold have.
+func (h *fakeHeap) dictInstance(cls uint64, names []string, values []uint64) uint64 {
+	a := h.alloc(0x10)
+	h.put(a, 1)
+	h.put(a+8, cls)
+	h.put(a-0x18, h.dict(names, values))
 	return a
 }

@@ -41,7 +41,6 @@ func (p *Process) keyIndex(keys uint64, where, name string) (int64, bool, error)
 
 // openKeysAs is openKeys; namesOnly views a split table without values.
 func (p *Process) openKeysAs(keys, values uint64, where string, namesOnly bool) (*dictView, error) {
-	l := &p.layout
 	if !validObj(keys) || values != 0 && !validObj(values) {
 		return nil, fmt.Errorf("%s: bad keys %#x or values %#x", where, keys, values)
 	}
@@ -52,7 +51,24 @@ func (p *Process) openKeysAs(keys, values uint64, where string, namesOnly bool) 
 			return nil, err
 		}
 	}
-	v := &dictView{hasHash: true, entrySize: 24, namesOnly: namesOnly}
+	v, err := p.keysView(k, values, where, namesOnly)
+	if err != nil || v.emptyKeys {
+		return v, err
+	}
+	switch n := v.entries - keys + v.nentries*v.entrySize; {
+	case n <= uint64(len(k.b)):
+		v.table = k
+	case n <= maxTableRead:
+		v.table, _ = p.m.block(keys, int(n)) // on failure, read piecewise
+	}
+	return v, nil
+}
+
+// keysView decodes the header of the keys object whose first bytes (at
+// least 0x28) are k.
+func (p *Process) keysView(k block, values uint64, where string, namesOnly bool) (*dictView, error) {
+	l, keys := &p.layout, k.addr
+	v := &dictView{keys: keys, hasHash: true, entrySize: 24, namesOnly: namesOnly}
 	if l.DictKeysLegacy {
 		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
 		if v.size == 1 && v.nentries == 0 {
@@ -92,12 +108,6 @@ func (p *Process) openKeysAs(keys, values uint64, where string, namesOnly bool) 
 	}
 	if v.nentries > v.size {
 		return nil, fmt.Errorf("%s: %d entries for %d slots", where, v.nentries, v.size)
-	}
-	switch n := v.entries - keys + v.nentries*v.entrySize; {
-	case n <= uint64(len(k.b)):
-		v.table = k
-	case n <= maxTableRead:
-		v.table, _ = p.m.block(keys, int(n)) // on failure, read piecewise
 	}
 	return v, nil
 }

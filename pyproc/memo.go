@@ -107,6 +107,6 @@ func (e *evaluator) confirm(m *memo) bool {
 	}
 	s := newSegs(len(m.proof))
 	c := addCheck(s, m)
-	e.p.m.run(s)
+	e.p.run(s)
 	return e.settle(s, c)
 }

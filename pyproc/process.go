@@ -29,8 +29,10 @@ type Process struct {
 	// tstates remembers which PyThreadState belongs to a TID (FindFrame),
 	// re-checked on every use.
 	tstates map[int]Thread
-	// cache keeps what Eval learned of types across calls (typecache.go).
+	// cache keeps what Eval learned of types across calls (typecache.go);
+	// arena holds the buffers of an Eval's vectored reads (segs.go).
 	cache *typeCache
+	arena arena
 	Stats Stats
 }
 

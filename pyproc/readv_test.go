@@ -92,7 +92,7 @@ func TestProcReadV(t *testing.T) {
 	}
 }
 
-// TestRunSpans reads segments through mem.run: near ones as one span, and
+// TestRunSpans reads segments through Process.run: near ones as one span, and
 // a span that fails (one segment unreadable) read again segment by segment.
 func TestRunSpans(t *testing.T) {
 	f := &fakeMemory{base: fakeBase, data: make([]byte, 1<<16)}
@@ -117,7 +117,7 @@ func TestRunSpans(t *testing.T) {
 				want = append(want, nil)
 			}
 		}
-		(mem{cm}).run(s)
+		(&Process{m: mem{cm}}).run(s)
 		if cm.n > 2 {
 			t.Fatalf("iteration %d: %d reads, want 1 (2 when a span failed)", iter, cm.n)
 		}

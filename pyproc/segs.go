@@ -94,10 +94,29 @@ func spans(addr []uint64, size []int) (order []segAt, out []span) {
 	return order, out
 }
 
+// arena hands out the buffers of one Eval's reads. The next Eval uses them
+// again: nothing read into them is kept past an Eval (values are decoded
+// into memory of their own, proofs copied).
+type arena struct {
+	buf []byte
+	off int
+}
+
+func (a *arena) take(n int) []byte {
+	if a.off+n > len(a.buf) {
+		// Blocks still in use keep the old buffer alive.
+		a.buf, a.off = make([]byte, max(2*len(a.buf), n, 64<<10)), 0
+	}
+	b := a.buf[a.off : a.off+n : a.off+n]
+	a.off += n
+	return b
+}
+
 // run reads every segment of s: spans in one readV, then, in a second,
 // the segments of any span of several that failed, each on its own — so
 // one unreadable segment costs only itself.
-func (m mem) run(s *segs) {
+func (p *Process) run(s *segs) {
+	m := p.m
 	addr, size := make([]uint64, 0, len(s.s)), make([]int, 0, len(s.s))
 	idx := make([]int, 0, len(s.s)) // index in s.s of each segment read
 	for i := range s.s {
@@ -122,7 +141,7 @@ func (m mem) run(s *segs) {
 	for _, x := range sp {
 		total += x.end - x.addr
 	}
-	buf := make([]byte, total)
+	buf := p.arena.take(int(total))
 	for i, x := range sp {
 		n := x.end - x.addr
 		rs[i] = Read{Addr: x.addr, Buf: buf[:n:n]}
@@ -145,7 +164,7 @@ func (m mem) run(s *segs) {
 			case x.hi-x.lo == 1:
 				s.fail(idx[j], rs[i].Err)
 			default:
-				again, at = append(again, Read{Addr: g.addr, Buf: make([]byte, g.n)}), append(at, idx[j])
+				again, at = append(again, Read{Addr: g.addr, Buf: p.arena.take(g.n)}), append(at, idx[j])
 			}
 		}
 	}

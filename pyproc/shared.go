@@ -56,10 +56,61 @@ func (e *evaluator) lookupKeys(ti *typeInfo, keys, values uint64, name, where st
 		v.valuesCap = uint64(cb.u8(0))
 	}
 	val, ix, ok, err := p.dictLookupIx(v, name)
-	if err == nil && ok && v.values != 0 {
+	switch {
+	case err != nil || !ok:
+	case v.values != 0:
 		e.shared[sk] = ix
+	case p.hashOK > 0:
+		e.rememberDictKey(ti, v, name, ix)
 	}
 	return val, ok, err
+}
+
+// dictKeyMemo is the str the instance dicts of a type hold a name as (an
+// attribute name is interned: the same str in every instance's dict), the
+// other strs a probe for the name met before it in the dict it was found in
+// (other names, the same in every instance made alike), and how many bytes
+// of a keys object reach its entry there: a batch reads that much of each
+// instance's keys and probes them reading no str (probeKnown). Its proof
+// is the bytes of those strs.
+type dictKeyMemo struct {
+	memo
+	key    uint64
+	others []uint64
+	n      int
+}
+
+// rememberDictKey records the str at entry ix of v (a combined dict of an
+// instance of ti) as the one name is held by, and the strs a probe meets
+// before it, if they read as dictProbe would take them.
+func (e *evaluator) rememberDictKey(ti *typeInfo, v *dictView, name string, ix int64) {
+	p := e.p
+	n := v.entries - v.keys + uint64(ix+1)*v.entrySize
+	if n > maxTableRead || len(ti.dictKeys) >= maxSharedNames {
+		return
+	}
+	hash := p.strHash(name)
+	dk := &dictKeyMemo{n: int(n)}
+	ok := false
+	dk.memo = e.derive(func() {
+		var path []uint64
+		if path, ok = p.probePath(v, hash, ix); !ok {
+			return
+		}
+		dk.key, dk.others = path[len(path)-1], path[:len(path)-1]
+		for i, k := range path {
+			b, err := p.m.block(k, headRead)
+			h, herr := p.parseStrHead(k, b)
+			is := err == nil && herr == nil && p.strIs(b, name) && (h.hash == -1 || h.hash == hash)
+			if is != (i == len(path)-1) || err != nil {
+				ok = false
+				return
+			}
+		}
+	})
+	if ok && dk.proof != nil {
+		ti.dictKeys[name] = dk
+	}
 }
 
 // sharedMemo says where name sits in a type's shared keys, or that it is

@@ -56,7 +56,7 @@ func (e *evaluator) typeInfo(t uint64) (*typeInfo, error) {
 	}
 	ti := &typeInfo{addr: t, raw: b, flags: b.u64(l.TypeFlags), basicsize: int64(b.u64(l.TypeBasicSize)),
 		dictoffset: int64(b.u64(l.TypeDictOffset)), gen: c.gen,
-		attrs: map[string]*classMemo{}, shared: map[string]*sharedMemo{}}
+		attrs: map[string]*classMemo{}, shared: map[string]*sharedMemo{}, dictKeys: map[string]*dictKeyMemo{}}
 	if ti.basicsize < 0x10 || ti.basicsize > maxRead {
 		delete(c.types, t)
 		return nil, fmt.Errorf("type at %#x: bad tp_basicsize %d", t, ti.basicsize)
@@ -67,7 +67,7 @@ func (e *evaluator) typeInfo(t uint64) (*typeInfo, error) {
 	if old != nil && l.sameLayout(old, ti) {
 		// The same keys and class dict: what was found in them is worth
 		// checking (memo.go).
-		ti.shared, ti.attrs = old.shared, old.attrs
+		ti.shared, ti.attrs, ti.dictKeys = old.shared, old.attrs, old.dictKeys
 	}
 	if old == nil && len(c.types) >= maxCachedTypes {
 		clear(c.types)

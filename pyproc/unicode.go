@@ -161,3 +161,15 @@ func (p *Process) strEquals(addr uint64, s string, hash int64) (bool, error) {
 	}
 	return string(got) == string(raw), nil
 }
+
+// strIs says whether b, the first bytes of a str, holds exactly s.
+func (p *Process) strIs(b block, s string) bool {
+	h, err := p.parseStrHead(b.addr, b)
+	if err != nil {
+		return false
+	}
+	raw, kind := encodeKind(s)
+	off := h.dataAddr - b.addr
+	return h.kind == kind && h.length*int64(kind) == int64(len(raw)) &&
+		off+uint64(len(raw)) <= uint64(len(b.b)) && string(b.b[off:off+uint64(len(raw))]) == string(raw)
+}

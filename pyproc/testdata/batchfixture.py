@@ -30,6 +30,18 @@ class Req:
         self.finished_reason = None
 
 
+class BigReq:
+    """As many attributes as SGLang's Req sets in __init__: past the 30 that
+    3.11+ keep in values over shared keys, each instance has a dict of its
+    own."""
+
+    def __init__(self, i):
+        self.rid = f"big-{i:04d}-" + uuid.UUID(int=i, version=4).hex
+        for k in range(60):
+            setattr(self, f"field_{k}", k * i)
+        self.spec_verify_ct = i
+
+
 class OtherReq:
     # Same attributes in another order: other shared keys, same layout, so
     # __class__ can be assigned between the two.
@@ -90,6 +102,7 @@ def build(n):
     kinds = [b.reqs, b.dreqs, b.sreqs, b.dsreqs]
     b.mixed = [kinds[i % 4][i] for i in range(n)]
     b.treqs = tuple(b.reqs)
+    b.bigreqs = [BigReq(i) for i in range(n)]
     b.groups = [Group(b.reqs[i::4]) for i in range(4)]
     for r in b.reqs[1::5]:
         r.__dict__  # 3.11+: a dict object takes over the values
@@ -113,6 +126,9 @@ def mutate(b):
     b.num_scheduled_tokens.pop(next(iter(b.num_scheduled_tokens)))
     b.num_scheduled_tokens["new-" + "ü" * 3] = 9
     b.dreqs = [DReq(f"d2-{i}", i) for i in range(len(b.dreqs))]
+    b.bigreqs[1].rid = "big-replaced"
+    del b.bigreqs[2].field_3  # a deleted entry in one instance's dict
+    b.bigreqs[3].__dict__["rid"] = "rid-" + "🚀" * 3
     b.eph_gen += 1
     b.eph = None
     b.Eph = None
@@ -126,7 +142,7 @@ PATHS = [
     "reqs[*].finished_reason", "reqs[*].kind", "reqs[-1].rid", "dreqs[*].rid", "dreqs[*].n",
     "sreqs[*].rid", "sreqs[*].n", "dsreqs[*].rid", "dsreqs[*].n", "nreqs[*].rid",
     "num_scheduled_tokens[*]", "mixed[*].rid", "treqs[*].rid", "groups[*].reqs[*].rid",
-    "eph[*].rid", "sreqs", "treqs[0]",
+    "eph[*].rid", "sreqs", "treqs[0]", "bigreqs[*].rid", "bigreqs[*].spec_verify_ct", "bigreqs[*].field_59",
 ]
 
 
