@@ -36,7 +36,7 @@ func (b *batchEval) attrs(cur []*cursor, k int) []*cursor {
 	// first also checks the memos the plans took from earlier Evals.
 	checks := map[*memo]proofCheck{}
 	for round := 0; round < 2 && len(pend) > 0; round++ {
-		rs := newSegs(len(pend))
+		rs := newSegs(len(pend) + 8)
 		for _, r := range pend {
 			r.seg = -1
 			if _, ok := a.inHint(r); !ok && r.what != readNone {
@@ -83,7 +83,8 @@ type attrLevel struct {
 	k    int
 	hs   *segs
 	hint []int
-	hash int64 // the name's hash, for probes
+	hash int64    // the name's hash, for probes
+	view dictView // the keys step decodes a cursor's keys into
 }
 
 // attrRead is a cursor's next read for the attribute.
@@ -189,8 +190,17 @@ func (a *attrLevel) step(r *attrRead, blk block) bool {
 		// A split dict on the class's shared keys: the index holds. A
 		// combined one: its keys through the entry the name sat at.
 		keys, values := blk.u64(l.DictKeys), blk.u64(l.DictValues)
-		ix, other := a.shared[sharedKey{keys, a.steps[a.k].attr}]
+		name := a.steps[a.k].attr
+		ix, other := a.shared[sharedKey{keys, name}]
 		split := keys == r.ti.cachedKeys && keys != 0
+		// An earlier cursor's lookup in this round may have found what the
+		// plan did not know yet.
+		if sm := r.ti.shared[name]; !r.found && sm != nil && sm.gen == a.tc.gen && !sm.bad && sm.found {
+			r.ix, r.found = uint64(sm.ix), true
+		}
+		if dk := r.ti.dictKeys[name]; r.dk == nil && dk != nil && dk.gen == a.tc.gen && !dk.bad && p.hashOK > 0 {
+			r.dk = dk
+		}
 		switch {
 		case blk.u64(8) != p.types.dict:
 			break
@@ -207,8 +217,8 @@ func (a *attrLevel) step(r *attrRead, blk block) bool {
 			return false
 		}
 	case readKeys:
-		v, err := p.keysView(blk, 0, "", false)
-		if err != nil {
+		v := &a.view
+		if err := p.keysView(v, blk, 0, "", false); err != nil {
 			break
 		}
 		v.table = blk

@@ -51,9 +51,12 @@ func (p *Process) openKeysAs(keys, values uint64, where string, namesOnly bool) 
 			return nil, err
 		}
 	}
-	v, err := p.keysView(k, values, where, namesOnly)
-	if err != nil || v.emptyKeys {
-		return v, err
+	v := &dictView{}
+	if err := p.keysView(v, k, values, where, namesOnly); err != nil {
+		return nil, err
+	}
+	if v.emptyKeys {
+		return v, nil
 	}
 	switch n := v.entries - keys + v.nentries*v.entrySize; {
 	case n <= uint64(len(k.b)):
@@ -64,18 +67,19 @@ func (p *Process) openKeysAs(keys, values uint64, where string, namesOnly bool) 
 	return v, nil
 }
 
-// keysView decodes the header of the keys object whose first bytes (at
-// least 0x28) are k.
-func (p *Process) keysView(k block, values uint64, where string, namesOnly bool) (*dictView, error) {
+// keysView decodes into v the header of the keys object whose first bytes
+// (at least 0x28) are k.
+func (p *Process) keysView(v *dictView, k block, values uint64, where string, namesOnly bool) error {
 	l, keys := &p.layout, k.addr
-	v := &dictView{keys: keys, hasHash: true, entrySize: 24, namesOnly: namesOnly}
+	*v = dictView{keys: keys, hasHash: true, entrySize: 24, namesOnly: namesOnly}
 	if l.DictKeysLegacy {
 		v.size, v.nentries, v.indices = k.u64(0x8), k.u64(0x20), keys+0x28
 		if v.size == 1 && v.nentries == 0 {
-			return emptyKeys(), nil // Py_EMPTY_KEYS: an empty dict
+			*v = *emptyKeys()
+			return nil // Py_EMPTY_KEYS: an empty dict
 		}
 		if v.size < 8 || v.size > maxDictSize || v.size&(v.size-1) != 0 {
-			return nil, fmt.Errorf("%s: bad size %d", where, v.size)
+			return fmt.Errorf("%s: bad size %d", where, v.size)
 		}
 		v.ixSize = ixSizeFor(v.size)
 		v.entries = v.indices + v.size*v.ixSize
@@ -85,15 +89,16 @@ func (p *Process) keysView(k block, values uint64, where string, namesOnly bool)
 	} else {
 		log2, log2ix, kind := uint64(k.u8(0x8)), uint64(k.u8(0x9)), k.u8(0xa)
 		if log2 == 0 && k.u64(0x18) == 0 {
-			return emptyKeys(), nil // Py_EMPTY_KEYS: an empty dict
+			*v = *emptyKeys()
+			return nil // Py_EMPTY_KEYS: an empty dict
 		}
 		if log2 < 3 || log2 > 20 || kind > kindSplit {
-			return nil, fmt.Errorf("%s: bad keys header (log2 %d, kind %d)", where, log2, kind)
+			return fmt.Errorf("%s: bad keys header (log2 %d, kind %d)", where, log2, kind)
 		}
 		v.size, v.nentries, v.indices = 1<<log2, k.u64(0x18), keys+0x20
 		v.ixSize = ixSizeFor(v.size)
 		if 1<<log2ix != v.size*v.ixSize {
-			return nil, fmt.Errorf("%s: index bytes %d do not match size %d", where, uint64(1)<<log2ix, v.size)
+			return fmt.Errorf("%s: index bytes %d do not match size %d", where, uint64(1)<<log2ix, v.size)
 		}
 		v.entries = v.indices + 1<<log2ix
 		if kind != 0 {
@@ -101,15 +106,15 @@ func (p *Process) keysView(k block, values uint64, where string, namesOnly bool)
 		}
 		if kind == kindSplit && !namesOnly {
 			if values == 0 {
-				return nil, fmt.Errorf("%s: split keys without values", where)
+				return fmt.Errorf("%s: split keys without values", where)
 			}
 			v.values = values + l.DictValuesArray
 		}
 	}
 	if v.nentries > v.size {
-		return nil, fmt.Errorf("%s: %d entries for %d slots", where, v.nentries, v.size)
+		return fmt.Errorf("%s: %d entries for %d slots", where, v.nentries, v.size)
 	}
-	return v, nil
+	return nil
 }
 
 // emptyKeys is the view of the shared empty keys object: no entries, and a

@@ -77,7 +77,7 @@ func spans(addr []uint64, size []int) (order []segAt, out []span) {
 		}
 		return nil, out
 	}
-	order = make([]segAt, len(addr))
+	order, out = make([]segAt, len(addr)), make([]span, 0, len(addr)/4+1)
 	for i, a := range addr {
 		order[i] = segAt(a<<16 | uint64(i))
 	}
