@@ -150,7 +150,7 @@ func TestSpans(t *testing.T) {
 		{chain(spanMax / 512), sizes(spanMax/512, 512), 1},
 		{chain(spanMax/512 + 1), sizes(spanMax/512+1, 512), 2},
 	} {
-		order, sp := spans(tc.addr, tc.size)
+		order, sp := spans(tc.addr, tc.size, &arena{})
 		if len(sp) != tc.want {
 			t.Errorf("%#x %v: %d spans, want %d", tc.addr, tc.size, len(sp), tc.want)
 		}

@@ -55,7 +55,7 @@ type span struct {
 }
 
 const (
-	spanGap = 512
+	spanGap = 2048
 	spanMax = 64 << 10
 )
 
@@ -69,15 +69,18 @@ func (o segAt) i() int       { return int(o & 0xffff) }
 
 // spans groups segments (addresses and sizes) into spans: order lists the
 // segments by address. More segments than an index holds get a span each.
-func spans(addr []uint64, size []int) (order []segAt, out []span) {
+// The slices returned are sc's, grown as needed.
+func spans(addr []uint64, size []int, sc *arena) (order []segAt, out []span) {
+	out = sc.spans[:0]
+	defer func() { sc.spans = out }()
 	if len(addr) > 0xffff {
 		for i := range addr {
-			order = append(order, segAt(i))
 			out = append(out, span{addr[i], addr[i] + uint64(size[i]), i, i + 1})
 		}
 		return nil, out
 	}
-	order, out = make([]segAt, len(addr)), make([]span, 0, len(addr)/4+1)
+	order = slices.Grow(sc.order[:0], len(addr))[:len(addr)]
+	sc.order = order
 	for i, a := range addr {
 		order[i] = segAt(a<<16 | uint64(i))
 	}
@@ -100,6 +103,13 @@ func spans(addr []uint64, size []int) (order []segAt, out []span) {
 type arena struct {
 	buf []byte
 	off int
+	// What run needs for each call, kept for the next (run does not
+	// nest, and nothing it returns points into these).
+	addr      []uint64
+	size, idx []int
+	order     []segAt
+	spans     []span
+	rs        []Read
 }
 
 func (a *arena) take(n int) []byte {
@@ -116,9 +126,9 @@ func (a *arena) take(n int) []byte {
 // the segments of any span of several that failed, each on its own — so
 // one unreadable segment costs only itself.
 func (p *Process) run(s *segs) {
-	m := p.m
-	addr, size := make([]uint64, 0, len(s.s)), make([]int, 0, len(s.s))
-	idx := make([]int, 0, len(s.s)) // index in s.s of each segment read
+	m, sc := p.m, &p.arena
+	addr, size, idx := sc.addr[:0], sc.size[:0], sc.idx[:0] // idx: index in s.s of each segment read
+	defer func() { sc.addr, sc.size, sc.idx = addr, size, idx }()
 	for i := range s.s {
 		g := &s.s[i]
 		switch {
@@ -135,8 +145,9 @@ func (p *Process) run(s *segs) {
 	if len(idx) == 0 {
 		return
 	}
-	order, sp := spans(addr, size)
-	rs := make([]Read, len(sp))
+	order, sp := spans(addr, size, sc)
+	rs := slices.Grow(sc.rs[:0], len(sp))[:len(sp)]
+	sc.rs = rs
 	var total uint64
 	for _, x := range sp {
 		total += x.end - x.addr
