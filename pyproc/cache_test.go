@@ -200,3 +200,27 @@ func TestCombinedDicts(t *testing.T) {
 	w[3], w[5] = int64(len(names)-1), int64(7) // objs[3]: reordered above
 	check("a dict with a name twice", "[*]."+last, w)
 }
+
+// TestCacheBound: a process can make any number of types; the cache keeps
+// at most maxCachedTypes of them, and reads stay right past the bound.
+func TestCacheBound(t *testing.T) {
+	h := newFakeHeapOf(t, 4<<20)
+	var objs []uint64
+	var want []Value
+	for i := 0; i < maxCachedTypes+100; i++ {
+		name := fmt.Sprintf("T%d", i)
+		cls := h.typeObject(name, 0x10, flagHeapType)
+		objs = append(objs, h.object(cls))
+		want = append(want, Object{Addr: objs[i], Type: name})
+	}
+	batch := h.list(objs...)
+	for round := 0; round < 2; round++ {
+		v, err := sameEval(t, h.p, batch, "", "many types")
+		if err != nil || !reflect.DeepEqual(v, Value(want)) {
+			t.Fatalf("round %d: read %d types wrong: %.200v, %v", round, len(objs), v, err)
+		}
+		if n := len(h.p.cache.types); n > maxCachedTypes {
+			t.Errorf("round %d: %d types cached, bound %d", round, n, maxCachedTypes)
+		}
+	}
+}

@@ -18,12 +18,15 @@ type fakeHeap struct {
 // fakeTypeSize covers a heap type through ht_cached_keys (3.12).
 const fakeTypeSize = 0x380
 
-func newFakeHeap(t *testing.T) *fakeHeap {
+func newFakeHeap(t *testing.T) *fakeHeap { return newFakeHeapOf(t, 256<<10) }
+
+// newFakeHeapOf is a fake heap of size bytes.
+func newFakeHeapOf(t *testing.T, size int) *fakeHeap {
 	l, err := tableLayout(Version{3, 12, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeMemory{base: fakeBase, data: make([]byte, 256<<10)}
+	f := &fakeMemory{base: fakeBase, data: make([]byte, size)}
 	h := &fakeHeap{t: t, f: f, next: fakeBase + 0x1000, interned: map[string]uint64{}}
 	// Scans, not hashed probes (newHashedHeap probes).
 	h.p = &Process{m: mem{f}, layout: l, hashOK: -1}
