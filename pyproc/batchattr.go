@@ -3,11 +3,12 @@ package pyproc
 // attrs reads .name of every cursor. One read brings the bytes around each
 // object (attr's hint: managed-dict words, header, dict slot, 3.13's inline
 // values); what the type cache says of name then leads each cursor to one
-// more read — its values array slot, its dict's header (then its values
-// slot), its __slots__ slot — made for all cursors together. The cache
-// knows a name once attr has found it for an instance of the type, so the
-// first such instance goes through attr, and so does any cursor the plan
-// does not fit (a combined dict, an unset value, a module).
+// more read — its values array slot, its __slots__ slot, or its dict's
+// header, then its values slot or its keys through the name's entry —
+// made for all cursors together. The cache knows a name once attr has
+// found it for an instance of the type, so the first such instance goes
+// through attr, and so does any cursor the plan does not fit (an unset
+// value, a module, a dict whose keys hold the name elsewhere).
 func (b *batchEval) attrs(cur []*cursor, k int) []*cursor {
 	hs := newSegs(len(cur))
 	seg := make([]int, len(cur))
@@ -152,9 +153,9 @@ func (a *attrLevel) plan(r *attrRead) bool {
 	case values != 0 && r.found:
 		r.what, r.addr, r.n = readValues, values, int(l.DictValuesArray+8*r.ix)+8
 		return true
-	case dict != 0 || values != 0 && !known || !onClass:
-		// The instance's dict, or where its values may hold the name, is
-		// for attrWith; so is a class not looked at yet.
+	case values != 0 && !known, !onClass:
+		// Values that may hold the name, or a class not looked at yet:
+		// for attrWith.
 	case cm.member != 0 && cm.slotType != 0:
 		r.what, r.addr, r.n, r.slotType, r.memos[1] = readSlot, c.obj+uint64(cm.slotOff), 8, cm.slotType, &cm.memo
 		return true
