@@ -12,7 +12,7 @@ const (
 	tObjectEx = 16
 )
 
-// typeInfo is what Eval needs of a type, read once per Eval.
+// typeInfo is what Eval needs of a type (kept across Evals: typecache.go).
 type typeInfo struct {
 	addr       uint64
 	raw        block // the type object's first bytes (through ht_cached_keys when it has them)
@@ -20,8 +20,14 @@ type typeInfo struct {
 	basicsize  int64
 	dictoffset int64
 	cachedKeys uint64 // ht_cached_keys of a heap type: its instances' shared keys
+	gen        uint64 // the Eval that last checked this against the type object
 	name       string // read when a message or an Object needs it
-	attrs      map[string]classAttr
+	// shared: where names sit in cachedKeys, for every instance whose
+	// attributes use them (values, or a split dict on those keys); attrs:
+	// what names are on the class.
+	shared   map[string]*sharedMemo
+	attrs    map[string]*classMemo
+	dictKeys map[string]*dictKeyMemo // names in instances' own (combined) dicts
 }
 
 // classAttr is a name found on the type (along its MRO).
@@ -29,33 +35,9 @@ type classAttr struct {
 	value    uint64 // a plain class attribute: used when the instance has none
 	member   uint64 // a __slots__ member descriptor: read the slot
 	computed string // a property or getset: only Python code can produce it
-}
-
-func (e *evaluator) typeInfo(t uint64) (*typeInfo, error) {
-	if ti := e.types[t]; ti != nil {
-		return ti, nil
-	}
-	p, l := e.p, &e.p.layout
-	if !validObj(t) {
-		return nil, fmt.Errorf("bad type pointer %#x", t)
-	}
-	// A static type is shorter than a heap type: retry without ht_* fields.
-	b, err := p.m.block(t, int(l.TypeCachedKeys)+8)
-	if err != nil {
-		if b, err = p.m.block(t, int(max(l.TypeDictOffset, l.TypeMro))+8); err != nil {
-			return nil, err
-		}
-	}
-	ti := &typeInfo{addr: t, raw: b, flags: b.u64(l.TypeFlags), basicsize: int64(b.u64(l.TypeBasicSize)),
-		dictoffset: int64(b.u64(l.TypeDictOffset)), attrs: map[string]classAttr{}}
-	if ti.basicsize < 0x10 || ti.basicsize > maxRead {
-		return nil, fmt.Errorf("type at %#x: bad tp_basicsize %d", t, ti.basicsize)
-	}
-	if ti.flags&flagHeapType != 0 && validObj(b.u64(l.TypeCachedKeys)) {
-		ti.cachedKeys = b.u64(l.TypeCachedKeys)
-	}
-	e.types[t] = ti
-	return ti, nil
+	// slotType and slotOff are the member's PyMemberDef, once read.
+	slotType int32
+	slotOff  int64
 }
 
 func (e *evaluator) typeName(ti *typeInfo) string {
@@ -66,12 +48,17 @@ func (e *evaluator) typeName(ti *typeInfo) string {
 }
 
 // classDicts are the tp_dicts along a type's MRO. Static built-in types are
-// skipped, as getattr in find.go does: no user attribute lives there.
+// skipped, as getattr in find.go does: no user attribute lives there. The
+// MRO and each class's flags and dict are read afresh, so that a class
+// lookup's memo holds them in its proof.
 func (e *evaluator) classDicts(ti *typeInfo) []uint64 {
 	p, l := e.p, &e.p.layout
 	mro := []uint64{ti.addr}
-	if tup := ti.raw.u64(l.TypeMro); tup != 0 {
-		var err error
+	tup, err := p.m.u64(ti.addr + l.TypeMro)
+	if err != nil {
+		tup = ti.raw.u64(l.TypeMro)
+	}
+	if tup != 0 {
 		if mro, err = p.readTuple(tup, maxMro); err != nil {
 			return nil
 		}
@@ -81,21 +68,43 @@ func (e *evaluator) classDicts(ti *typeInfo) []uint64 {
 		if c == p.types.object {
 			continue
 		}
-		ci, err := e.typeInfo(c)
-		if err != nil || ci.flags&flagHeapType == 0 {
+		b, err := p.m.block(c, int(l.TypeDict)+8)
+		if err != nil || b.u64(l.TypeFlags)&flagHeapType == 0 {
 			continue
 		}
-		if d := ci.raw.u64(l.TypeDict); validObj(d) {
+		if d := b.u64(l.TypeDict); validObj(d) {
 			out = append(out, d)
 		}
 	}
 	return out
 }
 
+// classMemo is what a name is on a class.
+type classMemo struct {
+	memo
+	classAttr
+}
+
+// classAttr looks name up along ti's MRO, by a memo checked in this Eval
+// or afresh.
 func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
-	if ca, ok := ti.attrs[name]; ok {
-		return ca, nil
+	if cm := ti.attrs[name]; cm != nil && e.usable(&cm.memo) && e.confirm(&cm.memo) {
+		return cm.classAttr, nil
 	}
+	cm := &classMemo{}
+	var err error
+	cm.memo = e.derive(func() { cm.classAttr, err = e.findClassAttr(ti, name) })
+	if err != nil {
+		delete(ti.attrs, name)
+		return classAttr{}, err
+	}
+	if _, ok := ti.attrs[name]; ok || len(ti.attrs) < maxSharedNames {
+		ti.attrs[name] = cm
+	}
+	return cm.classAttr, nil
+}
+
+func (e *evaluator) findClassAttr(ti *typeInfo, name string) (classAttr, error) {
 	p := e.p
 	var ca classAttr
 	for _, d := range e.classDicts(ti) {
@@ -109,6 +118,9 @@ func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
 		switch t, _ := p.typeOf(v); {
 		case t == p.types.member && t != 0:
 			ca.member = v
+			if typ, off, _, err := e.memberDef(ti, v, name); err == nil {
+				ca.slotType, ca.slotOff = typ, off
+			}
 		case t == p.types.property && t != 0, t == p.types.getset && t != 0:
 			ca.computed = p.typeName(t)
 		default:
@@ -116,7 +128,6 @@ func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
 		}
 		break
 	}
-	ti.attrs[name] = ca
 	return ca, nil
 }
 
@@ -125,19 +136,26 @@ func (e *evaluator) classAttr(ti *typeInfo, name string) (classAttr, error) {
 // refused; plain class attributes as they are). Modules and classes go
 // through find.go's getattr.
 func (e *evaluator) attr(obj uint64, name, where string) (uint64, error) {
-	p := e.p
-	// One read for the managed-dict words before the object, its header, a
-	// tp_dictoffset slot and (3.13) inline values right after a small object.
 	if !validObj(obj) {
 		return 0, e.fail(where, "", fmt.Errorf("bad object pointer %#x", obj))
 	}
-	hint, err := p.m.block(obj-0x20, 0x80)
+	hint, err := e.p.m.block(obj-hintBefore, hintLen)
 	if err != nil {
-		hint, err = p.m.block(obj, 0x10)
+		hint, err = e.p.m.block(obj, 0x10)
 	}
 	if err != nil {
 		return 0, e.fail(where, "", err)
 	}
+	return e.attrWith(obj, hint, name, where)
+}
+
+// One read for the managed-dict words before the object, its header, a
+// tp_dictoffset slot and (3.13) inline values right after a small object.
+const hintBefore, hintLen = 0x20, 0x80
+
+// attrWith is attr once the bytes around obj are read (hint).
+func (e *evaluator) attrWith(obj uint64, hint block, name, where string) (uint64, error) {
+	p := e.p
 	e.hint = hint
 	t, _ := e.word(obj + 8)
 	ti, err := e.typeInfo(t)
@@ -165,9 +183,9 @@ func (e *evaluator) attr(obj uint64, name, where string) (uint64, error) {
 	switch {
 	case err != nil:
 	case dict != 0:
-		v, ok, err = e.dictAttr(dict, name, where)
+		v, ok, err = e.dictAttr(ti, dict, name, where)
 	case values != 0:
-		v, ok, err = e.lookupKeys(ti.cachedKeys, values, name, where)
+		v, ok, err = e.lookupKeys(ti, ti.cachedKeys, values, name, where)
 	}
 	if ok && err == nil {
 		return v, nil
@@ -177,7 +195,7 @@ func (e *evaluator) attr(obj uint64, name, where string) (uint64, error) {
 	case cerr != nil:
 		return 0, e.fail(where, e.typeName(ti), cerr)
 	case ca.member != 0:
-		return e.slot(obj, ti, ca.member, name, where)
+		return e.slot(obj, ti, ca, name, where)
 	case ca.computed != "":
 		return 0, e.fail(where, e.typeName(ti), fmt.Errorf("%q is a %s: computed by Python code, not readable from outside", name, ca.computed))
 	case err != nil:

@@ -3,6 +3,7 @@ package pyproc
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // maxDictSize bounds the index table we accept: 2^20 slots is far beyond any
@@ -21,6 +22,7 @@ const (
 
 // dictView is a dict's keys table, decoded once per lookup.
 type dictView struct {
+	keys      uint64 // the keys object
 	indices   uint64
 	size      uint64 // index slots, a power of two
 	ixSize    uint64 // bytes per index
@@ -37,6 +39,12 @@ type dictView struct {
 	table block
 	// emptyKeys: the shared empty keys object (Py_EMPTY_KEYS).
 	emptyKeys bool
+	// namesOnly: a split table read for its names alone (keyIndex); an
+	// entry's value reads as its key, so that a found name is present.
+	namesOnly bool
+	// ents and vals hold all entries and a split table's values when a
+	// walk over every entry read them at once (loadEntries).
+	ents, vals block
 }
 
 func (p *Process) openDict(d uint64) (*dictView, error) {
@@ -96,9 +104,15 @@ func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int
 	} else {
 		key, value = e.u64(0), e.u64(8)
 	}
+	if v.namesOnly {
+		return key, key, hash, nil
+	}
 	if v.values != 0 {
 		if v.valuesCap != 0 && ix >= v.valuesCap {
 			return key, 0, hash, nil // added to the shared keys after these values were made
+		}
+		if b := v.vals; v.values+8*ix >= b.addr && v.values+8*ix-b.addr+8 <= uint64(len(b.b)) {
+			return key, b.u64(v.values + 8*ix - b.addr), hash, nil
 		}
 		if value, err = p.m.u64(v.values + 8*ix); err != nil {
 			return 0, 0, 0, err
@@ -107,7 +121,64 @@ func (p *Process) dictEntry(v *dictView, ix uint64) (key, value uint64, hash int
 	return key, value, hash, nil
 }
 
+// loadEntries reads every entry of a table too big to have been copied
+// whole, and a split table's values, in one read each, for a walk over all
+// of them. Where a read fails the walk reads entry by entry.
+func (p *Process) loadEntries(v *dictView) {
+	n := v.nentries * v.entrySize
+	if v.emptyKeys || n == 0 || n > maxRead {
+		return
+	}
+	if t := v.table; v.entries < t.addr || v.entries-t.addr+n > uint64(len(t.b)) {
+		v.ents, _ = p.m.block(v.entries, int(n))
+	}
+	if v.values != 0 {
+		v.vals, _ = p.m.block(v.values, int(8*v.nentries))
+	}
+}
+
 var errProbe = errors.New("probe sequence does not end")
+
+// probeKnown is dictProbe for a name whose str is known (key: the str an
+// instance dict of the type holds it as; others: strs known not to be the
+// name; all checked in this Eval) in a combined table copied in part
+// (v.table). It reads nothing: where dictProbe would read — an index or
+// entry beyond the copy, a key that is some other str — it says it is not
+// sure, and so where it would find nothing.
+func (p *Process) probeKnown(v *dictView, key uint64, others []uint64, hash int64) (val uint64, sure bool) {
+	if v.emptyKeys || v.values != 0 || v.namesOnly {
+		return 0, false
+	}
+	t := v.table
+	in := func(addr, n uint64) bool { return addr >= t.addr && addr-t.addr+n <= uint64(len(t.b)) }
+	mask := v.size - 1
+	i, perturb := uint64(hash)&mask, uint64(hash)
+	for n := 0; n < maxProbe; n++ {
+		if !in(v.indices+i*v.ixSize, v.ixSize) {
+			return 0, false
+		}
+		ix, _ := p.dictIndex(v, i)
+		if ix == dkixEmpty {
+			return 0, false
+		}
+		if ix >= 0 {
+			if uint64(ix) >= v.nentries || !in(v.entries+uint64(ix)*v.entrySize, v.entrySize) {
+				return 0, false
+			}
+			k, val, h, _ := p.dictEntry(v, uint64(ix))
+			switch {
+			case k == 0 || v.hasHash && h != hash:
+			case k == key:
+				return val, val != 0
+			case !slices.Contains(others, k):
+				return 0, false // dictProbe would compare this str's text
+			}
+		}
+		perturb >>= 5
+		i = (i*5 + perturb + 1) & mask
+	}
+	return 0, false
+}
 
 // dictProbe looks key up the way CPython's lookdict does: start at
 // hash&mask, perturb, stop at an empty slot. It returns the value and the
@@ -153,6 +224,38 @@ const maxScan = 1 << 15
 // ErrScanTooLarge is returned for a lookup that would have to scan a dict
 // of more than maxScan entries.
 var ErrScanTooLarge = errors.New("too many entries to scan")
+
+// probePath lists the keys a probe for hash meets up to entry ix, which
+// it must reach (the last one listed); false if it does not.
+func (p *Process) probePath(v *dictView, hash int64, ix int64) ([]uint64, bool) {
+	if v.emptyKeys || v.values != 0 || v.namesOnly {
+		return nil, false
+	}
+	var path []uint64
+	mask := v.size - 1
+	i, perturb := uint64(hash)&mask, uint64(hash)
+	for n := 0; n < maxProbe && len(path) < maxProofReads/2; n++ {
+		at, err := p.dictIndex(v, i)
+		if err != nil || at == dkixEmpty || at >= 0 && uint64(at) >= v.nentries {
+			return nil, false
+		}
+		if at >= 0 {
+			k, _, h, err := p.dictEntry(v, uint64(at))
+			switch {
+			case err != nil:
+				return nil, false
+			case k == 0 || v.hasHash && h != hash:
+			case at == ix:
+				return append(path, k), true
+			default:
+				path = append(path, k)
+			}
+		}
+		perturb >>= 5
+		i = (i*5 + perturb + 1) & mask
+	}
+	return nil, false
+}
 
 // dictScan is the slow path: compare every key.
 func (p *Process) dictScan(v *dictView, key string) (uint64, int64, bool, error) {
@@ -246,6 +349,7 @@ func (p *Process) dictKeyObjs(d uint64, limit int) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.loadEntries(v)
 	var out []uint64
 	for ix := uint64(0); ix < v.nentries; ix++ {
 		k, val, _, err := p.dictEntry(v, ix)

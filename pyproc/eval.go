@@ -87,15 +87,20 @@ func (e *PathError) Error() string {
 
 func (e *PathError) Unwrap() error { return e.Err }
 
-// evaluator holds what one Eval learns about types and shared keys; it is
-// dropped at the end, so nothing stale survives into the next read.
+// evaluator is one Eval. What it learns of types goes to tc, which the
+// Process keeps (checked again in each Eval: typecache.go); the entry
+// indices of names in keys that are no type's shared keys last one Eval.
 type evaluator struct {
 	p      *Process
-	types  map[uint64]*typeInfo
+	tc     *typeCache
 	shared map[sharedKey]int64 // entry index of a name in split keys
 	visits int
+	nest   int   // lists being converted, one in another
 	hint   block // the bytes around the object attr last looked at
 }
+
+// errTooMany is the error past maxVisits.
+var errTooMany = fmt.Errorf("more than %d objects read", maxVisits)
 
 type sharedKey struct {
 	keys uint64
@@ -104,7 +109,7 @@ type sharedKey struct {
 
 func (e *evaluator) visit(where string) error {
 	if e.visits++; e.visits > maxVisits {
-		return &PathError{Path: where, Err: fmt.Errorf("more than %d objects read", maxVisits)}
+		return &PathError{Path: where, Err: errTooMany}
 	}
 	return nil
 }
@@ -126,13 +131,45 @@ func (e *evaluator) fail(where, typ string, err error) error {
 // bounded and every pointer checked, so a structure that changes while we
 // read gives an error or a wrong value, never a hang; consistency is the
 // caller's business (read while the owning call is known to run).
+//
+// Eval reads a whole batch level by level: at each step of the path, the
+// objects every item has reached are read together, in one vectored read
+// (two or three where a step needs a header first), so a [*] over 256
+// requests costs about as many system calls as over one. The result and
+// the error are those of reading item by item (EvalItemByItem): the error
+// is that of the first item that fails.
 func (p *Process) Eval(obj uint64, path string) (Value, error) {
 	steps, err := parsePath(path)
 	if err != nil {
 		return nil, err
 	}
-	e := &evaluator{p: p, types: map[uint64]*typeInfo{}, shared: map[sharedKey]int64{}}
-	return e.eval(obj, steps, "")
+	if p.cache == nil {
+		p.cache = newTypeCache()
+	}
+	v, err := p.newEvaluator(p.cache).batch(obj, steps)
+	if errors.Is(err, errTooMany) {
+		// Past the bound the batch has counted other objects than the
+		// item walk would have: let the walk say where it stops.
+		return p.newEvaluator(p.cache).eval(obj, steps, "")
+	}
+	return v, err
+}
+
+// EvalItemByItem is Eval reading one object at a time, one read per
+// header or field, with nothing kept from earlier calls: the way Eval read
+// before it read in batches, kept to compare with (bench/pyread, tests).
+func (p *Process) EvalItemByItem(obj uint64, path string) (Value, error) {
+	steps, err := parsePath(path)
+	if err != nil {
+		return nil, err
+	}
+	return p.newEvaluator(newTypeCache()).eval(obj, steps, "")
+}
+
+func (p *Process) newEvaluator(tc *typeCache) *evaluator {
+	tc.gen++
+	p.arena.off = 0 // the last Eval's reads are done with
+	return &evaluator{p: p, tc: tc, shared: map[sharedKey]int64{}}
 }
 
 func (e *evaluator) eval(obj uint64, steps []step, where string) (Value, error) {

@@ -2,7 +2,9 @@ package pyproc
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,7 +37,8 @@ func checkReread(t *testing.T, p *Process, tg *evalTarget) {
 	}
 }
 
-// countingMemory counts reads, for the benchmark's reads/op.
+// countingMemory counts calls (a vectored read of many segments is one),
+// for the benchmark's reads/op.
 type countingMemory struct {
 	r Memory
 	n int
@@ -44,6 +47,11 @@ type countingMemory struct {
 func (c *countingMemory) ReadAt(b []byte, addr uint64) error {
 	c.n++
 	return c.r.ReadAt(b, addr)
+}
+
+func (c *countingMemory) ReadV(rs []Read) error {
+	c.n++
+	return readV(c.r, rs)
 }
 
 // BenchmarkEval times what a watchpoint hit on verify(self, batch) costs in
@@ -77,6 +85,40 @@ func BenchmarkEval(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(cm.n)/float64(b.N), "reads/op")
+		})
+	}
+}
+
+// BenchmarkEvalBatch reads the rids of a batch of N requests on CPython
+// 3.12, in batches (Eval) and item by item (EvalItemByItem): requests that
+// keep their attributes in values over shared keys (reqs), and requests with
+// a dict of their own (bigreqs: more attributes than shared keys hold, as
+// SGLang's Req). bench/pyread is the same measured side by side.
+func BenchmarkEvalBatch(b *testing.B) {
+	for _, n := range []int{1, 16, 64, 256} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			tg := startBatchTarget(b, interpreters[2].path, n)
+			p, err := Attach(tg.pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			for _, path := range []string{"reqs[*].rid", "bigreqs[*].rid"} {
+				for _, mode := range []struct {
+					name string
+					eval func(uint64, string) (Value, error)
+				}{{"batch", p.Eval}, {"item-by-item", p.EvalItemByItem}} {
+					b.Run(strings.TrimSuffix(path, "[*].rid")+"/"+mode.name, func(b *testing.B) {
+						start := p.Stats.Reads
+						for b.Loop() {
+							if v, err := mode.eval(tg.Batch, path); err != nil || len(v.([]Value)) != n {
+								b.Fatal(v, err)
+							}
+						}
+						b.ReportMetric(float64(p.Stats.Reads-start)/float64(b.N), "syscalls/op")
+					})
+				}
+			}
 		})
 	}
 }

@@ -1,9 +1,11 @@
 package pyproc
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -97,12 +99,6 @@ func TestParsePath(t *testing.T) {
 	}
 }
 
-// segment is one read a live run made, replayed with damage.
-type segment struct {
-	addr uint64
-	b    []byte
-}
-
 type recordingMemory struct {
 	r    Memory
 	segs []segment
@@ -117,12 +113,39 @@ func (m *recordingMemory) ReadAt(b []byte, addr uint64) error {
 }
 
 // replayMemory serves only what was recorded: any other read fails, like
-// unmapped memory.
+// unmapped memory. Recorded segments that overlap or touch are one range
+// (later ones over earlier), so a read is served whatever reads made the
+// recording.
 type replayMemory struct{ segs []segment }
 
+func newReplay(recorded []segment) *replayMemory {
+	in := slices.Clone(recorded)
+	slices.SortStableFunc(in, func(a, b segment) int { return cmp.Compare(a.addr, b.addr) })
+	var out []segment
+	for _, s := range in {
+		n := len(out)
+		if n == 0 || s.addr > out[n-1].addr+uint64(len(out[n-1].b)) {
+			out = append(out, segment{s.addr, slices.Clone(s.b)})
+			continue
+		}
+		last := &out[n-1]
+		if end := s.addr + uint64(len(s.b)); end > last.addr+uint64(len(last.b)) {
+			last.b = append(last.b, make([]byte, end-last.addr-uint64(len(last.b)))...)
+		}
+		copy(last.b[s.addr-last.addr:], s.b)
+	}
+	// Recorded order wins where segments overlap: the damage was made on them.
+	for _, s := range recorded {
+		i, _ := slices.BinarySearchFunc(out, s.addr+1, func(o segment, a uint64) int { return cmp.Compare(o.addr, a) })
+		copy(out[i-1].b[s.addr-out[i-1].addr:], s.b)
+	}
+	return &replayMemory{out}
+}
+
 func (m *replayMemory) ReadAt(b []byte, addr uint64) error {
-	for _, s := range m.segs {
-		if addr >= s.addr && addr-s.addr+uint64(len(b)) <= uint64(len(s.b)) {
+	i, _ := slices.BinarySearchFunc(m.segs, addr+1, func(o segment, a uint64) int { return cmp.Compare(o.addr, a) })
+	if i > 0 {
+		if s := m.segs[i-1]; addr-s.addr+uint64(len(b)) <= uint64(len(s.b)) {
 			copy(b, s.b[addr-s.addr:])
 			return nil
 		}
@@ -145,7 +168,10 @@ func checkDamagedReplay(t *testing.T, p *Process, tg *evalTarget) {
 	q := *p
 	q.m, q.tstates = mem{rec}, nil
 	paths := []string{"reqs[*].rid", "reqs[*].spec_num_correct_drafts", "nums", "texts", "slot_req.rid",
-		"frozen.b", "wide.a39", `extra["spec"]`, "nested.y[*].z", "reqs[1].rid", "module_ref.CONSTANT"}
+		"frozen.b", "wide.a39", `extra["spec"]`, "nested.y[*].z", "reqs[1].rid", "module_ref.CONSTANT",
+		"reqs[*].output_ids[-1]", "extra[*]", "reqs[*].kind", "seq_lens"}
+	// Every run reads each path in batches and item by item, which must
+	// agree on the same (damaged) memory.
 	run := func(q *Process) {
 		for _, code := range []uint64{tg.StageCode, tg.WaitCode} {
 			f, err := q.FindFrame(tg.TID, code)
@@ -158,7 +184,7 @@ func checkDamagedReplay(t *testing.T, p *Process, tg *evalTarget) {
 				continue
 			}
 			for _, path := range paths {
-				q.Eval(b, path)
+				sameEval(t, q, b, path, "damaged replay")
 			}
 		}
 	}
@@ -187,7 +213,7 @@ func checkDamagedReplay(t *testing.T, p *Process, tg *evalTarget) {
 			}
 		}
 		r := *p
-		r.m, r.tstates = mem{&replayMemory{segs}}, nil
+		r.m, r.tstates = mem{newReplay(segs)}, nil
 		done := make(chan struct{})
 		go func() { defer close(done); run(&r) }()
 		select {

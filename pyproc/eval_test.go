@@ -49,9 +49,16 @@ func startEvalTarget(t testing.TB, python string, nreqs string) *evalTarget {
 
 func (tg *evalTarget) readLine(t testing.TB) string {
 	t.Helper()
+	return readLine(t, tg.stdout)
+}
+
+// readLine reads a line the target prints, failing the test when it stays
+// silent.
+func readLine(t testing.TB, r *bufio.Reader) string {
+	t.Helper()
 	got := make(chan string, 1)
 	go func() {
-		line, _ := tg.stdout.ReadString('\n')
+		line, _ := r.ReadString('\n')
 		got <- strings.TrimSpace(line)
 	}()
 	select {

@@ -30,6 +30,13 @@ type procMemory struct {
 	pid     int
 	file    *os.File
 	noVMRdv bool
+	reads   *int // where each system call that reads the target is counted (Stats.Reads)
+}
+
+func (m *procMemory) count() {
+	if m.reads != nil {
+		*m.reads++
+	}
 }
 
 func newProcMemory(pid int) *procMemory { return &procMemory{pid: pid} }
@@ -42,6 +49,7 @@ func (m *procMemory) ReadAt(p []byte, addr uint64) error {
 		local := []unix.Iovec{{Base: &p[0]}}
 		local[0].SetLen(len(p))
 		remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
+		m.count()
 		n, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
 		switch {
 		case err == nil && n == len(p):
@@ -62,6 +70,7 @@ func (m *procMemory) ReadAt(p []byte, addr uint64) error {
 		m.file = f
 	}
 	// The offset is the address; addresses above 2^63 never reach here (checked by callers).
+	m.count()
 	n, err := m.file.ReadAt(p, int64(addr))
 	if n == len(p) {
 		return nil

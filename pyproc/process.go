@@ -29,7 +29,11 @@ type Process struct {
 	// tstates remembers which PyThreadState belongs to a TID (FindFrame),
 	// re-checked on every use.
 	tstates map[int]Thread
-	Stats   Stats
+	// cache keeps what Eval learned of types across calls (typecache.go);
+	// arena holds the buffers of an Eval's vectored reads (segs.go).
+	cache *typeCache
+	arena arena
+	Stats Stats
 }
 
 // Stats counts how lookups went, to spot a hash path that stopped working.
@@ -37,6 +41,9 @@ type Stats struct {
 	Fallbacks int // hashed probes that failed and fell back to a scan
 	// Hash secrets read again: attached before the interpreter set it.
 	HashRereads int
+	// Reads counts the system calls that copied the target's memory; a
+	// vectored read of many segments is one (more past 1,024 segments).
+	Reads int
 }
 
 // typeAddrs are the built-in type objects we compare ob_type with.
@@ -75,6 +82,7 @@ func attachPID(pid int, wrap func(Memory) Memory) (*Process, error) {
 		return nil, fmt.Errorf("pid %d (%s): %w", pid, b.path, err)
 	}
 	p.Pid, p.closer = pid, pm
+	pm.reads = &p.Stats.Reads
 	return p, nil
 }
 

@@ -79,6 +79,9 @@ func (p *Process) readStr(addr uint64) (string, error) {
 }
 
 func decodeKind(raw []byte, kind uint32) string {
+	if kind == 1 && isASCII(raw) {
+		return string(raw)
+	}
 	if kind == 1 {
 		var sb strings.Builder
 		for _, c := range raw {
@@ -100,6 +103,15 @@ func decodeKind(raw []byte, kind uint32) string {
 		sb.WriteRune(r)
 	}
 	return sb.String()
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeKind is the inverse: the bytes CPython stores (and hashes) for s.
@@ -148,4 +160,16 @@ func (p *Process) strEquals(addr uint64, s string, hash int64) (bool, error) {
 		return false, err
 	}
 	return string(got) == string(raw), nil
+}
+
+// strIs says whether b, the first bytes of a str, holds exactly s.
+func (p *Process) strIs(b block, s string) bool {
+	h, err := p.parseStrHead(b.addr, b)
+	if err != nil {
+		return false
+	}
+	raw, kind := encodeKind(s)
+	off := h.dataAddr - b.addr
+	return h.kind == kind && h.length*int64(kind) == int64(len(raw)) &&
+		off+uint64(len(raw)) <= uint64(len(b.b)) && string(b.b[off:off+uint64(len(raw))]) == string(raw)
 }

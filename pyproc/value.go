@@ -36,27 +36,41 @@ const (
 	maxItems = 4096
 	// maxVisits bounds the objects one Eval touches (nested [*]).
 	maxVisits = 1 << 16
+	// maxNest bounds the lists in lists a value converts.
+	maxNest = 32
 	// headRead is read optimistically at a value: the header of an int,
 	// float or str and up to ~80 bytes of a str's text in one syscall.
 	headRead = 0x80
 	// pyLongShift: digits are 30 bits in every build we read (docs/design.md).
 	pyLongShift = 30
+	// pageSize is the smallest page size: mappings start and end at
+	// multiples of it.
+	pageSize = 0x1000
 )
 
-// objBlock reads headRead bytes at obj, or just the 16-byte object header
-// when the object sits right before an unmapped page.
+// objBlock reads headRead bytes at obj, or, when the object sits right
+// before an unmapped page, the bytes up to that page (at least the 16-byte
+// object header): an object does not run into a page that is not there.
 func (p *Process) objBlock(obj uint64) (block, error) {
 	if !validObj(obj) {
 		return block{}, fmt.Errorf("bad object pointer %#x", obj)
 	}
 	b, err := p.m.block(obj, headRead)
 	if err != nil {
-		b, err = p.m.block(obj, 0x10)
+		b, err = p.m.block(obj, int(max(0x10, min(headRead, pageSize-obj%pageSize))))
 	}
-	if err == nil && !validObj(b.u64(8)) {
-		err = fmt.Errorf("object at %#x: bad type pointer %#x", obj, b.u64(8))
+	if err == nil {
+		err = checkHead(b)
 	}
 	return b, err
+}
+
+// checkHead checks the type pointer in an object's first bytes.
+func checkHead(b block) error {
+	if !validObj(b.u64(8)) {
+		return fmt.Errorf("object at %#x: bad type pointer %#x", b.addr, b.u64(8))
+	}
+	return nil
 }
 
 // value converts obj. Lists and tuples convert item by item (bounded);
@@ -73,6 +87,12 @@ func (e *evaluator) value(obj uint64, where string) (Value, error) {
 	if err != nil {
 		return nil, e.fail(where, "", err)
 	}
+	return e.valueFrom(b, where)
+}
+
+// valueFrom is value once the object's first bytes are read (b).
+func (e *evaluator) valueFrom(b block, where string) (Value, error) {
+	p, obj := e.p, b.addr
 	t := b.u64(8)
 	switch t {
 	case p.types.str:
@@ -81,9 +101,13 @@ func (e *evaluator) value(obj uint64, where string) (Value, error) {
 		return e.int(b, where)
 	case p.types.boolean:
 		v, err := e.int(b, where)
-		return v != int64(0), err
+		if err != nil {
+			return nil, err
+		}
+		return v != int64(0), nil
 	case p.types.float:
-		if b, err = p.grow(b, p.layout.FloatValue+8); err != nil {
+		b, err := p.grow(b, p.layout.FloatValue+8)
+		if err != nil {
 			return nil, e.fail(where, "float", err)
 		}
 		return math.Float64frombits(b.u64(p.layout.FloatValue)), nil
@@ -173,12 +197,19 @@ func (e *evaluator) int(b block, where string) (Value, error) {
 	return nil, e.fail(where, "int", fmt.Errorf("int below -2^63"))
 }
 
-// list converts every item of a list or tuple.
+// list converts every item of a list or tuple. Lists in lists convert
+// down to maxNest levels: a list that holds itself would otherwise go as
+// deep as maxVisits, with a path that grows at each level.
 func (e *evaluator) list(obj uint64, where string) (Value, error) {
+	if e.nest >= maxNest {
+		return nil, e.fail(where, "", fmt.Errorf("lists nested more than %d deep", maxNest))
+	}
 	items, _, err := e.items(obj, where)
 	if err != nil {
 		return nil, err
 	}
+	e.nest++
+	defer func() { e.nest-- }()
 	out := make([]Value, len(items))
 	for i, it := range items {
 		if out[i], err = e.value(it, fmt.Sprintf("%s[%d]", where, i)); err != nil {

@@ -5,15 +5,19 @@
 set -euo pipefail
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
+# pinned CMD ARGS...: the workload CMD measures runs on CPU 0 (-pin-target 0)
+# and CMD, with specprobe's reader, on the others, so the numbers are what is
+# measured, not a fight over one core.
+pinned() {
+	if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+		$sudo taskset -c 1-$(($(nproc) - 1)) "$@" -pin-target 0
+	else
+		$sudo "$@"
+	fi
+}
 echo "== probe cost per hit on bench/callloop (entry + exit probes, uprobe_multi)"
 go build -o bin/probecost ./bench/probecost
-# The target runs on CPU 0 and specprobe's reader on the others, so the
-# numbers are what the probes cost the target, not a fight over one core.
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-	$sudo taskset -c 1-$(($(nproc) - 1)) ./bin/probecost -target bench/callloop -calls 50000 -rounds 7 -pin-target 0
-else
-	$sudo ./bin/probecost -target bench/callloop -calls 50000 -rounds 7
-fi
+pinned ./bin/probecost -target bench/callloop -calls 50000 -rounds 7
 echo
 echo "== span builder throughput (one core)"
 GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkBuilder' -benchtime 2s -cpu 1 ./spanbuilder
@@ -23,12 +27,11 @@ GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkSampler|BenchmarkStageAttrs' -be
 echo
 echo "== Python stage: unrelated calls while watched, cost per watched call vs a bare watchpoint, USDT function__return, an in-process span (bench/pywatch)"
 go build -o bin/pywatch ./bench/pywatch
-# Same split as above: the workload on CPU 0, pywatch and its reader on the others.
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-	$sudo taskset -c 1-$(($(nproc) - 1)) ./bin/pywatch -rounds 11 -pin-target 0
-else
-	$sudo ./bin/pywatch -rounds 11
-fi
+pinned ./bin/pywatch -rounds 11
+echo
+echo "== reading a batch of N Python requests from outside: batched (level by level, vectored reads) vs item by item (bench/pyread)"
+go build -o bin/pyread ./bench/pyread
+pinned ./bin/pyread -rounds 7
 echo
 echo "== the daemon's own CPU and memory while it traces several targets at once (bench/daemonload)"
 go build -o bin/specprobe ./cmd/specprobe

@@ -14,11 +14,12 @@ import dataclasses
 import enum
 import json
 import random
-import re
 import sys
 import threading
 import uuid
 from collections import namedtuple
+
+import evalpath
 
 CONSTANT = 42
 
@@ -155,18 +156,7 @@ def _emptied():
 
 def ev(obj, path):
     """The Python reading of a path, for the expected values."""
-    for tok in re.findall(r"\[[^\]]*\]|\.?\w+", path):
-        if tok == "[*]":
-            rest = path[path.index("[*]") + 3:]
-            return [ev(x, rest) for x in obj]
-        if tok.startswith("["):
-            inner = tok[1:-1]
-            obj = obj[inner[1:-1]] if inner[0] in "'\"" else obj[int(inner)]
-        else:
-            obj = getattr(obj, tok.lstrip("."))
-    if isinstance(obj, tuple):
-        return list(obj)
-    return obj
+    return evalpath.ev(obj, path, lambda v: list(v) if isinstance(v, tuple) else v)
 
 
 def wait_line(batch, k):
