@@ -116,6 +116,9 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 	default:
 		t.Program = p
 	}
+	if t.Program == nil && t.Stage.Name == probes.Verify && t.Stage.Accepted != nil {
+		return fmt.Errorf("a verify's own accepted counts are read at the trap of its return, which cannot read %s: %s", t.Stage.Accepted.Path, t.NotCompiled)
+	}
 	return nil
 }
 

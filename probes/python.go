@@ -8,10 +8,15 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+const pyItem = `\[(\*|-?[0-9]+|"[^"\]]*"|'[^'\]]*')\]`
+
 var (
 	pyName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	pyDots = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
-	pyPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\[(\*|[0-9]+)\])?(\.[A-Za-z_][A-Za-z0-9_]*(\[(\*|[0-9]+)\])?)*$`)
+	// An object path: names joined by dots, each may be followed by items
+	// ([n], [-1], [*], ["key"]); it may start with an item ([*]: every item
+	// of the argument or return value itself).
+	pyPath = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*|` + pyItem + `)(\.[A-Za-z_][A-Za-z0-9_]*|` + pyItem + `)*$`)
 )
 
 // pythonStage checks a stage given by module and qualname.
@@ -90,14 +95,30 @@ func (p *parser) argPath(n *yaml.Node, f map[string]*yaml.Node, what string, dst
 
 // pythonAccept checks what an accept stage reads: the request list and the
 // accepted counts, either from the frame of a caller still running when it
-// returns (read_from), or from its own frame while it runs.
+// returns (read_from), or from its own frame. A verify may carry its own
+// counts (accepted: {arg: return, ...}: the list it returns).
 func (p *parser) pythonAccept(s *Stage, n *yaml.Node, f map[string]*yaml.Node, what string) {
 	rf, hasFrom := f["read_from"]
 	acc, hasAcc := f["accepted"]
 	dr, hasDrafted := f["drafted"]
-	if s.Name != Accept {
+	switch {
+	case s.Name == Verify && !hasFrom:
+		if hasDrafted && !hasAcc {
+			p.fail(dr, "%s.drafted: goes with accepted", what)
+		}
+		if hasAcc && s.Requests == nil {
+			p.fail(acc, "%s.accepted: a verify's own counts are index-aligned with its requests: give requests too", what)
+		}
+		if hasAcc {
+			s.Accepted = p.pyList(acc, what+".accepted", true)
+		}
+		if hasDrafted {
+			s.Drafted = p.pyList(dr, what+".drafted", false)
+		}
+		return
+	case s.Name != Accept:
 		if hasFrom || hasAcc || hasDrafted {
-			p.fail(n, "%s: read_from, accepted and drafted belong to the accept stage", what)
+			p.fail(n, "%s: read_from belongs to the accept stage, accepted and drafted to the accept and verify stages", what)
 		}
 		return
 	}

@@ -24,6 +24,7 @@ import (
 type pyCalls struct {
 	sites   func(site int) (*loader.PyTarget, bool)
 	user    *userReads                // nil when every stage is read at the trap
+	late    *spanbuilder.LateAccept   // nil without accepted counts
 	match   *spanbuilder.CountMatcher // nil without an accept stage
 	pending map[callKey][]pendingRead // user reads, a stack per site and thread
 	// With the spec's same_batch: the requests a call of the thread's
@@ -115,7 +116,25 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		e.Requests = rids
 	}
 	p.served(t, e, rids != nil)
+	if t.Stage.Accepted != nil && e.Err == "" {
+		p.ownCounts(t, e, read)
+	}
 	return true
+}
+
+// ownCounts puts a verify's own counts (the list it returned, say) on it.
+func (p *pyCalls) ownCounts(t *loader.PyTarget, e *spanbuilder.Event, read *loader.PyCallRead) {
+	key := spanbuilder.VerifyKey{TID: e.TID, End: e.BootNs}
+	p.late.Expect(key, len(e.Requests), time.Now())
+	defer p.late.Close(key)
+	rids, counts, err := p.acceptCounts(t, read)
+	if err != nil {
+		p.fail(t.Stage.Name+": accepted", err)
+		return
+	}
+	for i, rid := range rids {
+		p.late.Count(key, rid, counts[i])
+	}
 }
 
 // served completes a call's requests with its step's (same_batch) and
@@ -129,7 +148,7 @@ func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
 	} else if good && p.stepRids != nil {
 		p.stepRids[e.TID] = e.Requests
 	}
-	if p.match != nil && t.Stage.Name == probes.Verify && e.Err == "" {
+	if p.match != nil && t.Stage.Name == probes.Verify && e.Err == "" && t.Stage.Accepted == nil {
 		// A verify that raised is not the step's: the retry that follows is.
 		var rids []string
 		if good {

@@ -118,13 +118,15 @@ func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilde
 	}
 	out := next
 	for _, t := range p.targets {
-		if t.Stage.Name == probes.Accept {
+		if t.Stage.Accepted != nil && p.late == nil {
 			p.late = spanbuilder.NewLateAccept(next)
-			p.match = spanbuilder.NewCountMatcher(p.late)
 			out = p.late
 		}
+		if t.Stage.Name == probes.Accept {
+			p.match = spanbuilder.NewCountMatcher(p.late)
+		}
 	}
-	p.calls = &pyCalls{sites: sess.PySite, match: p.match, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastStage: map[uint32]string{}}
+	p.calls = &pyCalls{sites: sess.PySite, match: p.match, late: p.late, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastStage: map[uint32]string{}}
 	for _, t := range p.targets {
 		if t.UserReads() {
 			p.calls.user = &userReads{proc: p.proc, held: map[uint32]heldCounts{}}

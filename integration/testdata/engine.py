@@ -1,0 +1,161 @@
+# A speculative-decoding loop written as a user's own server might be, not
+# shaped after any engine: requests join and leave a running batch, each step
+# drafts, checks the drafts and (prefills aside) extends. specprobe traces it
+# from a spec written from docs/probe-spec.md alone (integration/exact_test.go).
+#
+#   engine.py LOG --batch B --stage-us U --steps S [--late] [--fork] [--threads T]
+#
+# --late: the accepted counts reach the host one step later, in resolve()
+# (as an overlap scheduler does); otherwise check() returns them.
+# --fork: a child process is forked after attach and runs the same stages.
+# --threads: T threads each run their own loop (their own requests).
+#
+# The log (JSON lines) says what really happened: every stage call with its
+# thread, its interval (time.time_ns() around the call) and the ids of the
+# requests it served, and every request's accepted count per step.
+import argparse
+import dataclasses
+import json
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+
+
+class Request:
+    def __init__(self, rid, length):
+        self.rid = rid
+        self.remaining = length
+        self.verifies = 0
+        self.accepted_total = 0
+
+
+@dataclasses.dataclass
+class Batch:
+    requests: list
+    mode: int  # 1 prefill, 2 decode
+
+
+def spin(us):
+    end = time.perf_counter_ns() + int(us * 1000)
+    while time.perf_counter_ns() < end:
+        pass
+
+
+class Drafter:
+    def __init__(self, us):
+        self.us = us
+
+    def propose(self, batch):
+        spin(self.us)
+        return [4] * len(batch.requests)
+
+
+class Checker:
+    def __init__(self, us, rng):
+        self.us, self.rng = us, rng
+
+    def check(self, batch, drafts):
+        spin(self.us)
+        out = []
+        for r, k in zip(batch.requests, drafts):
+            n = 0
+            while n < k and self.rng.random() < 0.7:
+                n += 1
+            out.append(n)
+        return out
+
+
+def resolve(batch, counts):
+    for r, n in zip(batch.requests, counts):
+        r.verifies += 1
+        r.accepted_total += n
+
+
+class Loop:
+    def __init__(self, args, log, lock, seed):
+        self.args, self.log, self.lock = args, log, lock
+        self.rng = random.Random(seed)
+        self.drafter = Drafter(args.stage_us)
+        self.checker = Checker(args.stage_us, random.Random(seed + 1))
+
+    def write(self, **kw):
+        line = json.dumps(kw)
+        with self.lock:
+            self.log.write(line + "\n")
+
+    def timed(self, stage, fn, batch, *a):
+        tid = threading.get_native_id()
+        start = time.time_ns()
+        out = fn(batch, *a)
+        end = time.time_ns()
+        self.write(stage=stage, tid=tid, start_ns=start, end_ns=end, pid=os.getpid(),
+                   rids=[r.rid for r in batch.requests], mode=batch.mode)
+        return out
+
+    def run(self):
+        a = self.args
+        running, pending = [], None
+        for step in range(a.steps):
+            joining = [Request(uuid.UUID(int=self.rng.getrandbits(128)).hex, self.rng.randint(3, 12))
+                       for _ in range(self.rng.randint(0, max(1, a.batch // 4)))]
+            joining = joining[:max(0, a.batch - len(running))]
+            if joining:
+                self.timed("verify", self.checker.check, Batch(joining, 1), [0] * len(joining))
+                running += joining
+            if not running:
+                continue
+            batch = Batch(list(running), 2)
+            drafts = self.timed("draft", self.drafter.propose, batch)
+            counts = self.timed("verify", self.checker.check, batch, drafts)
+            self.write(stage="accept", step=step, rids=[r.rid for r in batch.requests],
+                       num_correct_drafts=counts, tid=threading.get_native_id(), pid=os.getpid())
+            if a.late:
+                if pending:
+                    resolve(*pending)
+                pending = (batch, counts)
+            else:
+                resolve(batch, counts)
+            for r, n in zip(batch.requests, counts):
+                r.remaining -= n + 1
+            running = [r for r in running if r.remaining > 0]
+        if pending:
+            resolve(*pending)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("log")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--stage-us", type=float, default=500)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--late", action="store_true")
+    ap.add_argument("--fork", action="store_true")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    print("ready", flush=True)
+    signal.sigwait({signal.SIGUSR1})
+    child = 0
+    if args.fork:
+        child = os.fork()
+    name = args.log + (".child" if child == 0 and args.fork else "")
+    with open(name, "w") as log:
+        lock = threading.Lock()
+        seed = 7 if child else 8
+        loops = [Loop(args, log, lock, seed + 10 * i) for i in range(args.threads)]
+        ts = [threading.Thread(target=l.run) for l in loops[1:]]
+        for t in ts:
+            t.start()
+        loops[0].run()
+        for t in ts:
+            t.join()
+    if args.fork and child:
+        os.waitpid(child, 0)
+    if args.fork and not child:
+        os._exit(0)
+
+
+main()
