@@ -1,4 +1,4 @@
-"""Mirrors vllm/config (subset): the speculative method and token count the runner reads, plus
+"""Mirrors vllm/config (subset) (vllm-project/vllm, no commit pinned: docs/upstream.md): the speculative method and token count the runner reads, plus
 the test's acceptance probability and seed."""
 import dataclasses
 

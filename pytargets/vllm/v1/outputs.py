@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/outputs.py (subset): ModelRunnerOutput, what a runner hands back to the
+"""Mirrors vllm/v1/outputs.py (subset) (vllm-project/vllm, no commit pinned: docs/upstream.md): ModelRunnerOutput, what a runner hands back to the
 scheduler: req_ids and sampled_token_ids index-aligned (accepted drafts + 1 per request)."""
 
 

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/managers/tp_worker.py: the target model worker (here: CPU work).
+"""Mirrors python/sglang/srt/managers/tp_worker.py (sgl-project/sglang, no commit pinned: docs/upstream.md): the target model worker (here: CPU work).
 Since the ModelWorkerBatch removal it takes the ScheduleBatch, or a ready ForwardBatch for a
 verify (batch=None)."""
 import random

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/managers/utils.py: GenerationBatchResult, what a worker's
+"""Mirrors python/sglang/srt/managers/utils.py (sgl-project/sglang, no commit pinned: docs/upstream.md): GenerationBatchResult, what a worker's
 forward_batch_generation returns (accept_lens include the bonus token)."""
 import dataclasses
 from typing import Any, List, Optional

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/model_executor/forward_batch_info.py: ForwardMode (an IntEnum:
+"""Mirrors python/sglang/srt/model_executor/forward_batch_info.py (sgl-project/sglang, no commit pinned: docs/upstream.md): ForwardMode (an IntEnum:
 EXTEND=1, DECODE=2, MIXED=3, IDLE=4, TARGET_VERIFY=5, DRAFT_EXTEND_V2=6, as upstream's auto()
 values) and ForwardBatch, the tensor-level batch a model runner takes (it carries no requests)."""
 import enum

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/eagle_info.py: EagleDraftInput (what a draft step
+"""Mirrors python/sglang/srt/speculative/eagle_info.py (sgl-project/sglang, no commit pinned: docs/upstream.md): EagleDraftInput (what a draft step
 starts from), EagleDraftExtendInput and EagleVerifyInput (the drafted tree to verify)."""
 
 

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/hybrid_info.py: HybridVerifyInput carries both
+"""Mirrors python/sglang/srt/speculative/hybrid_info.py (sgl-project/sglang, no commit pinned: docs/upstream.md): HybridVerifyInput carries both
 routes' next-step inputs."""
 
 

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/ngram_info.py: NgramVerifyInput (the drafted n-gram
+"""Mirrors python/sglang/srt/speculative/ngram_info.py (sgl-project/sglang, no commit pinned: docs/upstream.md): NgramVerifyInput (the drafted n-gram
 tree, and after a verify the accepted tokens relayed to the next step)."""
 
 

@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/spec_decode/eagle.py: EagleProposer, the V1 runner's EAGLE drafter
+"""Mirrors vllm/v1/spec_decode/eagle.py (vllm-project/vllm, no commit pinned: docs/upstream.md): EagleProposer, the V1 runner's EAGLE drafter
 (propose, and dummy_run for profiling and DP idle steps)."""
 import random
 

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/dspark_components/dspark_draft.py: DraftBlockProposer,
+"""Mirrors python/sglang/srt/speculative/dspark_components/dspark_draft.py (sgl-project/sglang, no commit pinned: docs/upstream.md): DraftBlockProposer,
 whose propose(self, *, batch, draft_input, verify_window, bs, device, target_model,
 sampling_info) drafts a DSpark block (all keyword-only: batch is still a local of its frame),
 and resolve_greedy_mask (also used by DFlash)."""

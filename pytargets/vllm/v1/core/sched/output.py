@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/core/sched/output.py (subset): SchedulerOutput. num_scheduled_tokens maps
+"""Mirrors vllm/v1/core/sched/output.py (subset) (vllm-project/vllm, no commit pinned: docs/upstream.md): SchedulerOutput. num_scheduled_tokens maps
 each scheduled request id to its token count (scheduler order); a dummy run's holds
 "_dummy_req_<i>" ids."""
 import dataclasses

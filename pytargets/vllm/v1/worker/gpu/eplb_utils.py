@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/eplb_utils.py: step_eplb_after, a second functools.wraps
+"""Mirrors vllm/v1/worker/gpu/eplb_utils.py (vllm-project/vllm, no commit pinned: docs/upstream.md): step_eplb_after, a second functools.wraps
 decorator on sample_tokens and _dummy_run (over inference_mode's: two __wrapped__ layers)."""
 import functools
 

@@ -1,2 +1,2 @@
-"""Mirrors vllm/v1/worker/gpu/sample/output.py (shared by both shapes: pytargets/_vllm_shared.py)."""
+"""Mirrors vllm/v1/worker/gpu/sample/output.py (vllm-project/vllm, no commit pinned: docs/upstream.md) (shared by both shapes: pytargets/_vllm_shared.py)."""
 from _vllm_shared import SamplerOutput  # noqa: F401

@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/spec_decode/speculator.py: DraftModelSpeculator, the base of the
+"""Mirrors vllm/v1/worker/gpu/spec_decode/speculator.py (vllm-project/vllm, no commit pinned: docs/upstream.md): DraftModelSpeculator, the base of the
 speculators that run a draft model. Every propose takes (input_batch, attn_metadata,
 slot_mappings, last_hidden_states, aux_hidden_states, num_sampled, num_rejected, last_sampled,
 next_prefill_tokens, temperature, seeds, ..., dummy_run=False, ...): the runner passes them by

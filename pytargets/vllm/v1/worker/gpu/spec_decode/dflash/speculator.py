@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/spec_decode/dflash/speculator.py: DFlashSpeculator(
+"""Mirrors vllm/v1/worker/gpu/spec_decode/dflash/speculator.py (vllm-project/vllm, no commit pinned: docs/upstream.md): DFlashSpeculator(
 DraftModelSpeculator) drafts a whole block in one parallel forward; its propose is its own code
 object (same parameters as every speculator's). DSparkSpeculator subclasses it."""
 from vllm._compat.torch_shim import inference_mode

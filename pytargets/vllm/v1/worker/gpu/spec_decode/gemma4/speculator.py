@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/spec_decode/gemma4/speculator.py: Gemma4Speculator, an
+"""Mirrors vllm/v1/worker/gpu/spec_decode/gemma4/speculator.py (vllm-project/vllm, no commit pinned: docs/upstream.md): Gemma4Speculator, an
 AutoRegressiveSpeculator whose draft is Q-only over the target's KV (positions do not advance
 between draft steps); propose is inherited."""
 from vllm.v1.worker.gpu.spec_decode.autoregressive.speculator import AutoRegressiveSpeculator

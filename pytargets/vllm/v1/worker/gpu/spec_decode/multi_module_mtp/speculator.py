@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py:
+"""Mirrors vllm/v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py (vllm-project/vllm, no commit pinned: docs/upstream.md):
 MultiModuleMTPSpeculator(DraftModelSpeculator), one MTP module per draft position; its propose
 is its own code object (same parameters as every speculator's)."""
 from vllm._compat.torch_shim import inference_mode
