@@ -224,14 +224,13 @@ func tracePyTarget(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, e
 	if slices.Contains(extra, "--replace-code") {
 		missable = 8
 	}
-	return traceCompare(t, spec, cmd, log, nil, missable, nil)
+	return traceCompare(t, spec, cmd, log, nil, missable)
 }
 
 // traceCompare releases a started target, traces it to its exit and
 // compares the spans with the calls it logged, less those of the methods in
-// skip; spans for which drop (when not nil) is true are left out of the
-// comparison.
-func traceCompare(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, skip []string, missable int, drop func(sdktrace.ReadOnlySpan) bool) *tracer.Result {
+// skip.
+func traceCompare(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, skip []string, missable int) *tracer.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -256,9 +255,6 @@ func traceCompare(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, sk
 				calls[i].correct = nil
 			}
 		}
-	}
-	if drop != nil {
-		spans = slices.DeleteFunc(slices.Clone(spans), drop)
 	}
 	comparePython(t, spans, want, res.Python, missable)
 	assertNoProbesLeft(t)
@@ -366,6 +362,14 @@ func TestSGLangWorkers(t *testing.T) {
 	}
 	for _, w := range sglangWorkers {
 		pys := interpreters
+		if w.worker == "dflash" {
+			// Left out on 3.10, not skipped: there the call's arguments are
+			// read from the caller's value stack, which a call with keyword
+			// arguments (the scheduler's forward_batch_generation(batch,
+			// on_publish=..., ...)) does not give, and DFlash's verify is
+			// its only stage (docs/upstream.md).
+			pys = interpreters[1:]
+		}
 		if w.worker == "eagle_v2" {
 			// Traced on every interpreter by TestSGLangTarget: here it checks
 			// that detection still picks the default spec.
@@ -378,7 +382,7 @@ func TestSGLangWorkers(t *testing.T) {
 				if spec.Engine != w.engine {
 					t.Fatalf("detected %s (%s), want %s", spec.Engine, spec.Worker, w.engine)
 				}
-				res := traceCompare(t, spec, cmd, log, w.skip, 0, nil)
+				res := traceCompare(t, spec, cmd, log, w.skip, 0)
 				if w.when && (res.Python == nil || res.Python.Skipped == 0) {
 					t.Errorf("no prefill call left out by when: %+v", res.Python)
 				}

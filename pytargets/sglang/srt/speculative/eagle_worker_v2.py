@@ -111,8 +111,9 @@ class EAGLEWorkerV2(BaseSpecWorker):
         return batch_result.next_draft_input
 
     def verify(self, batch, grammar_barrier=None):
-        _faults.verify_entered(lambda: stage_work(len(batch.reqs), 5000))
-        _faults.verify_may_raise(lambda: stage_work(len(batch.reqs), 2500))
+        bs = len(batch.reqs)  # the fault hooks' closures take bs: batch stays a plain local, as upstream
+        _faults.verify_entered(lambda: stage_work(bs, 5000))
+        _faults.verify_may_raise(lambda: stage_work(bs, 2500))
         if _faults.want_hold("EAGLEWorkerV2.verify"):
             _faults.hold(sys._getframe(), "EAGLEWorkerV2.verify", batch.forward_ct, "frame")
         return eagle_worker_common.run_eagle_verify(

@@ -72,7 +72,8 @@ class MultiLayerEagleWorkerV2(BaseSpecWorker):
         return spec_v2_forward(self, batch, on_publish, grammar_barrier, pp_proxy_tensors)
 
     def verify(self, batch, grammar_barrier=None):
-        _faults.verify_entered(lambda: stage_work(len(batch.reqs), 5000))
+        bs = len(batch.reqs)  # the fault hook's closure takes bs: batch stays a plain local, as upstream
+        _faults.verify_entered(lambda: stage_work(bs, 5000))
         if _faults.want_hold("MultiLayerEagleWorkerV2.verify"):
             _faults.hold(sys._getframe(), "MultiLayerEagleWorkerV2.verify", batch.forward_ct, "frame")
         return eagle_worker_common.run_eagle_verify(
