@@ -37,6 +37,13 @@ func startFleet(t *testing.T, cfg daemon.Config) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startFleetWith(t, cfg, specs)
+}
+
+// startFleetWith is startFleet with the given specs instead of the catalog.
+func startFleetWith(t *testing.T, cfg daemon.Config, specs []*probes.Spec) *fleet {
+	t.Helper()
+	var err error
 	f := &fleet{mem: tracetest.NewInMemoryExporter(), events: make(chan daemon.Event, 256)}
 	listening := make(chan string, 1)
 	f.d, err = daemon.New(daemon.Options{Config: cfg, Specs: specs, Log: testLog{t},
@@ -383,35 +390,54 @@ func TestDaemonChurn(t *testing.T) {
 	assertNoProbesLeft(t)
 }
 
-// TestDaemonWorkerVariant: an SGLang scheduler found while it still loads
-// has imported EAGLE V2's module (every worker imports it) but not yet its
-// own worker's: the daemon attaches with the default sglang spec, then
-// moves to sglang-ngram once the NGRAM worker's module appears, and the
-// spans of the run equal the target's log.
+// TestDaemonWorkerVariant: an SGLang scheduler found while it still loads,
+// before it creates its NGRAM worker. In autumn 2026 (pytargets' autumn2026
+// shape, with the specs of that time) it had imported EAGLE V2's module
+// already: the daemon attaches with the default sglang spec, then moves to
+// sglang-ngram once the NGRAM worker's module appears. Today a scheduler
+// imports only its own worker's module, when it creates it: the daemon,
+// which attaches a Python spec once its module is imported, attaches once,
+// with sglang-ngram (the scheduler's title matches the default spec, which
+// must not win). Either way the spans of the run equal the target's log.
 func TestDaemonWorkerVariant(t *testing.T) {
 	needRoot(t)
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)
 	}
-	cfg := daemon.Defaults()
-	cfg.Listen = "127.0.0.1:0"
-	f := startFleet(t, cfg)
-	log := filepath.Join(t.TempDir(), "truth.jsonl")
-	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
-	cmd, _ := launch(t, py, script, "--worker", "ngram", "--worker-delay", "2", "--requests", "8", "--work-scale", "8", "--wait-signal", "--log", log)
-	pid := cmd.Process.Pid
-	for _, want := range []struct{ kind, engine string }{
-		{"attached", "sglang"}, {"detached", "sglang"}, {"attached", "sglang-ngram"},
-	} {
-		if e := f.next(t, pid, want.kind, 10*time.Second); e.Engine != want.engine {
-			t.Fatalf("%s with spec %s, want %s", want.kind, e.Engine, want.engine)
-		} else if want.kind == "detached" {
-			t.Logf("detached: %s", e.Reason)
-		}
+	catalog, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
 	}
-	det := f.release(t, cmd)
-	comparePython(t, f.spansOf(pid), pyExpected(t, log), det.Result.Python, 0)
-	f.stop()
-	assertNoProbesLeft(t)
+	type event struct{ kind, engine string }
+	for _, c := range []struct {
+		shape  string
+		specs  []*probes.Spec
+		events []event
+	}{
+		{"autumn2026", autumnSpecs(t, "sglang", "sglang-ngram"), []event{{"attached", "sglang"}, {"detached", "sglang"}, {"attached", "sglang-ngram"}}},
+		{"today", catalog, []event{{"attached", "sglang-ngram"}}},
+	} {
+		t.Run(c.shape, func(t *testing.T) {
+			cfg := daemon.Defaults()
+			cfg.Listen = "127.0.0.1:0"
+			f := startFleetWith(t, cfg, c.specs)
+			log := filepath.Join(t.TempDir(), "truth.jsonl")
+			script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+			cmd, _ := launch(t, titled("sglang::scheduler", py, script, "--shape", c.shape, "--worker", "ngram", "--worker-delay", "2",
+				"--requests", "8", "--work-scale", "8", "--wait-signal", "--log", log)...)
+			pid := cmd.Process.Pid
+			for _, want := range c.events {
+				if e := f.next(t, pid, want.kind, 10*time.Second); e.Engine != want.engine {
+					t.Fatalf("%s with spec %s, want %s", want.kind, e.Engine, want.engine)
+				} else if want.kind == "detached" {
+					t.Logf("detached: %s", e.Reason)
+				}
+			}
+			det := f.release(t, cmd)
+			comparePython(t, f.spansOf(pid), pyExpected(t, log), det.Result.Python, 0)
+			f.stop()
+			assertNoProbesLeft(t)
+		})
+	}
 }

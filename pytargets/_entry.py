@@ -7,11 +7,17 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def setup_path():
+SHAPES = ("today", "autumn2026")
+
+
+def setup_path(shape="today"):
     # The local sglang/vllm stand-ins come first, and only from this directory: nothing else on
     # sys.path is shadowed except packages of the same name (not installable here anyway).
+    # --shape autumn2026 puts the older shapes (shapes/autumn2026/{sglang,vllm}) in front.
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
+    if shape != "today":
+        sys.path.insert(0, os.path.join(HERE, "shapes", shape))
 
 
 class Stopper:
@@ -28,6 +34,8 @@ class Stopper:
 
 
 def add_common_args(p):
+    p.add_argument("--shape", choices=SHAPES, default="today",
+                   help="the upstream shape mirrored: today's (default) or the autumn-2026 one")
     p.add_argument("--requests", type=int, default=20, help="requests to serve (default 20)")
     p.add_argument("--max-batch", type=int, default=4, help="max running requests (default 4)")
     p.add_argument("--max-new-tokens", type=int, default=24,
@@ -83,7 +91,7 @@ def start(args, banner, engine):
     if args.wait_signal:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT})
     log.event("start", pid=os.getpid(), python=sys.version.split()[0], argv=sys.argv[1:],
-              engine=engine, draft_len=args.draft_len)
+              engine=engine, draft_len=args.draft_len, shape=args.shape)
     return stopper, log
 
 

@@ -51,6 +51,18 @@ class TruthLog:
             self._f = None
 
 
+class _Rid:
+    __slots__ = ("rid",)
+
+    def __init__(self, rid):
+        self.rid = rid
+
+
+def ids(req_ids):
+    """Request ids as the objects TruthLog.stage/accept take (anything with .rid)."""
+    return [_Rid(r) for r in req_ids]
+
+
 # The one log of this process; the entry script replaces it after parsing --log.
 TRUTH = TruthLog(None)
 

@@ -8,8 +8,10 @@ start_ns <= end_ns; draft/verify/draft_extend(decode) of a step name the same re
 same order; every accept names a step that has a verify, with the same rids (SGLang) or a
 subsequence of them (vLLM: prefilling requests have no drafts), counts in [0, K]; every verify
 gets exactly one accept unless the log ends in a crash or has no "end" event; stage calls of one
-thread never overlap (except the NGRAM verify, which contains its draft); per request, the sum
-of accepted drafts never exceeds K x its verifies. Exit 0 when consistent, 1 otherwise."""
+thread never overlap, except the calls of a step inside that step's verify when the verify is the
+frame that holds them (NGRAM, HYBRID, UNO, DSpark); a HYBRID nested verify lies inside its
+step's verify; today's shape names the method of every stage line; per request, the sum of
+accepted drafts never exceeds K x its verifies. Exit 0 when consistent, 1 otherwise."""
 import argparse
 import json
 import statistics
@@ -47,6 +49,7 @@ def main(argv=None):
                 err("line %d: neither stage nor event" % n)
 
     start = next((e for e in events if e["event"] == "start"), None)
+    shape = (start or {}).get("shape", "autumn2026")
     end = next((e for e in events if e["event"] == "end"), None)
     crashed = any(e["event"] == "crash" for e in events)
     engine = (start or {}).get("engine", "sglang")
@@ -60,6 +63,8 @@ def main(argv=None):
             err("line %d: rids must be a non-empty list of strings" % n)
         if not isinstance(s.get("step"), int):
             err("line %d: step must be an int" % n)
+        if shape == "today" and s["stage"] != "accept" and not isinstance(s.get("method"), str):
+            err("line %d: a %s line of today's shape must name its method" % (n, s["stage"]))
         if s["stage"] == "accept":
             c = s.get("num_correct_drafts")
             if not isinstance(c, list) or len(c) != len(s["rids"]):
@@ -118,6 +123,14 @@ def main(argv=None):
     if missing and end is not None and not crashed:
         err("verify steps without an accept: %s" % missing[:10])
 
+    # HYBRID: the routed worker's verify runs inside the controller's (the step's verify).
+    for e in events:
+        if e["event"] != "nested_verify":
+            continue
+        v = by_step.get((e["step"], "verify"))
+        if v is None or not (v["start_ns"] <= e["start_ns"] <= e["end_ns"] <= v["end_ns"]) or v["rids"] != e["rids"]:
+            err("line %d: nested verify of step %d is not inside that step's verify" % (e["_line"], e["step"]))
+
     # Late acceptance: resolved after a later step's verify began.
     verify_starts = sorted((s["start_ns"], s["step"]) for (step, st), s in by_step.items() if st == "verify")
     late = 0
@@ -130,7 +143,8 @@ def main(argv=None):
     prev = None
     for s in calls:
         if prev is not None and prev["tid"] == s["tid"] and s["start_ns"] < prev["end_ns"]:
-            nested = s["end_ns"] <= prev["end_ns"] and prev["stage"] == "verify" and s["stage"] == "draft" and prev["step"] == s["step"]
+            # A verify frame that holds its step's other stages (NGRAM, HYBRID, UNO, DSpark).
+            nested = s["end_ns"] <= prev["end_ns"] and prev["stage"] == "verify" and s["stage"] != "verify" and prev["step"] == s["step"]
             if not nested:
                 err("line %d: %s overlaps line %d (%s)" % (s["_line"], s["stage"], prev["_line"], prev["stage"]))
                 prev = s

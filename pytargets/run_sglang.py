@@ -4,6 +4,7 @@
 Runs one single-threaded Scheduler (event_loop_overlap by default) with the chosen spec-v2
 worker over --requests requests, writing a ground-truth log (--log). See README.md."""
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -11,13 +12,39 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _entry  # noqa: E402
 
+# --worker -> (algorithm, extra ServerArgs) for today's shape; the autumn-2026 shape has the
+# first five, with its own algorithm names.
 WORKERS = {
-    "eagle_v2": "EAGLE",
-    "frozen_kv_mtp": "FROZEN_KV_MTP",
-    "standalone": "STANDALONE",
-    "multi_layer_eagle": "MULTI_LAYER_EAGLE",
-    "ngram": "NGRAM",
+    "eagle_v2": ("EAGLE", {}),
+    "frozen_kv_mtp": ("FROZEN_KV_MTP", {}),
+    "standalone": ("STANDALONE", {}),
+    "multi_layer_eagle": ("EAGLE", {"enable_multi_layer_eagle": True}),
+    "ngram": ("NGRAM", {}),
+    "hybrid": ("HYBRID", {"speculative_hybrid_config":
+                          '{"retrieval": {"algorithm": "NGRAM"}, "neural": {"algorithm": "EAGLE"}}'}),
+    "uno": ("UNO", {}),
+    "dflash": ("DFLASH", {}),
+    "dspark": ("DSPARK", {}),
+    "plugin": ("ACME", {}),
 }
+AUTUMN_WORKERS = {"eagle_v2": "EAGLE", "frozen_kv_mtp": "FROZEN_KV_MTP", "standalone": "STANDALONE",
+                  "multi_layer_eagle": "MULTI_LAYER_EAGLE", "ngram": "NGRAM"}
+
+
+def make_worker(args, server_args):
+    """Create the worker as the scheduler does (its module is imported only now)."""
+    from sglang.srt.managers.tp_worker import TpModelWorker
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    target = TpModelWorker(server_args, args.seed)
+    if args.worker_delay:
+        time.sleep(args.worker_delay)
+    algo = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+    if args.shape == "autumn2026":
+        return algo.create_worker(server_args, target)
+    from sglang.srt.distributed.parallel_state_wrapper import ParallelState
+    cls = algo.create_worker(server_args)
+    return cls(server_args=server_args, gpu_id=0, ps=ParallelState(), nccl_port=0,
+               target_worker=target)
 
 
 def main(argv=None):
@@ -33,17 +60,24 @@ def main(argv=None):
                    help="event_loop_normal: accept counts resolve in the same step")
     _entry.add_common_args(p)
     args = p.parse_args(argv)
-    _entry.setup_path()
+    if args.shape == "autumn2026" and args.worker not in AUTUMN_WORKERS:
+        p.error("--worker %s has no autumn2026 shape (it has: %s)" % (args.worker, ", ".join(sorted(AUTUMN_WORKERS))))
+    _entry.setup_path(args.shape)
 
-    # Import the whole stack (and the worker's module) before "ready", as a server would.
+    # Import the stack before "ready", as a server would. The autumn-2026 stack imported EAGLE
+    # V2's module whatever the worker; today's imports a worker's module only when it is created.
     from sglang.srt.managers.scheduler import Scheduler
-    from sglang.srt.managers.tp_worker import TpModelWorker
     from sglang.srt.server_args import ServerArgs
-    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    if args.shape == "autumn2026":
+        import sglang.srt.speculative.eagle_worker_v2  # noqa: F401
+    if args.worker == "plugin":
+        import acme_spec  # noqa: F401  (a plugin registers itself, as load_plugins() would run it)
 
+    algorithm, extra = WORKERS[args.worker]
+    if args.shape == "autumn2026":
+        algorithm, extra = AUTUMN_WORKERS[args.worker], {}
     server_args = ServerArgs(
-        speculative_algorithm=WORKERS[args.worker],
+        speculative_algorithm=algorithm,
         speculative_num_steps=args.draft_len,
         speculative_num_draft_tokens=args.draft_len + 1,
         speculative_accept_p=args.accept_p,
@@ -53,15 +87,13 @@ def main(argv=None):
         random_seed=args.seed,
         noise_calls=args.noise_calls,
     )
-    target = TpModelWorker(server_args, args.seed)
-    if args.worker_delay:
-        time.sleep(args.worker_delay)
-    worker = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm).create_worker(
-        server_args, target)
+    server_args = dataclasses.replace(server_args, **extra)
+    worker = make_worker(args, server_args)
 
     stopper, log = _entry.start(args, "run_sglang", "sglang")
-
     on_iteration = None
+    if args.replace_code or args.read_code:
+        from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
     if args.replace_code:
         iterations = [0]
 
@@ -77,18 +109,13 @@ def main(argv=None):
                 del old  # the class held the only reference: the old code is freed
                 log.event("replace_code", step=sched.forward_ct, method="EAGLEWorkerV2.verify")
     if args.read_code:
-        reads = [0]
-
         def on_iteration(sched):
             # Touch the verify code object from another instruction pointer (a profiler or a
             # debugger might): each read is an extra +1/-1 pair on its refcount.
             n = 0
             for _ in range(3):
-                c = EAGLEWorkerV2.verify.__code__
-                n += c.co_argcount
-            reads[0] += 3
-            log.event("read_code", step=sched.forward_ct, count=3,
-                      method="EAGLEWorkerV2.verify")
+                n += EAGLEWorkerV2.verify.__code__.co_argcount
+            log.event("read_code", step=sched.forward_ct, count=3, method="EAGLEWorkerV2.verify")
 
     sched = Scheduler(server_args, worker, args.requests, should_stop=stopper,
                       on_iteration=on_iteration)
@@ -99,8 +126,9 @@ def main(argv=None):
         sched.event_loop_normal()
     wall = time.monotonic() - t0
     _entry.finish(log, "run_sglang", {
-        "worker": args.worker, "finished": sched.stats["finished"], "requests": args.requests,
-        "steps": sched.forward_ct, "stopped": stopper.stop, "wall_s": round(wall, 3),
+        "worker": args.worker, "shape": args.shape, "finished": sched.stats["finished"],
+        "requests": args.requests, "steps": sched.forward_ct, "stopped": stopper.stop,
+        "wall_s": round(wall, 3),
         "verify_complete_calls": getattr(worker, "verify_complete_calls", 0),
         "correct_drafts": getattr(worker, "total_correct_drafts", 0),
     })

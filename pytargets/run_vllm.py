@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Entry point: a vLLM-shaped (Model Runner V2) speculative-decoding engine loop, test target for
-specprobe. One process, one thread: EngineCore.step() drives Scheduler and GPUModelRunner over
---requests requests, writing a ground-truth log (--log). See README.md."""
+"""Entry point: a vLLM-shaped speculative-decoding engine loop, test target for specprobe. One
+process, one thread: EngineCore.step() drives Scheduler and a GPUModelRunner (Model Runner V2 by
+default, or the V1 runner) over --requests requests, writing a ground-truth log (--log). See
+README.md."""
 import argparse
 import os
 import sys
@@ -10,18 +11,51 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _entry  # noqa: E402
 
+SPECULATORS = {"eagle": "eagle", "mtp": "mtp", "gemma4": "gemma4_mtp", "dflash": "dflash",
+               "dspark": "dspark", "multi_module_mtp": "multi_module_mtp"}
+
+
+def make_core(args):
+    if args.shape == "autumn2026":
+        from vllm.v1.engine.core import EngineCore
+        return EngineCore(args.requests, args.max_batch, args.draft_len, args.accept_p,
+                          args.max_new_tokens, args.seed, args.noise_calls)
+    from vllm.config import SpeculativeConfig, VllmConfig
+    from vllm.v1.engine.core import EngineCore
+    cfg = VllmConfig(SpeculativeConfig(SPECULATORS[args.speculator], args.draft_len),
+                     max_num_seqs=args.max_batch, accept_p=args.accept_p, seed=args.seed)
+    order = None
+    if args.runner == "v1":
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    else:
+        from vllm.v1.worker.gpu.model_runner import GPUModelRunner, sort_batch_req_ids
+
+        def order(so):
+            return sort_batch_req_ids(so.num_scheduled_tokens, so.scheduled_spec_decode_tokens,
+                                      1 + args.draft_len)
+    runner = GPUModelRunner(cfg)
+    runner._dummy_run(16, is_profile=True)   # memory profiling at start-up, as upstream
+    return EngineCore(runner, args.requests, args.max_batch, args.draft_len, args.max_new_tokens,
+                      args.seed, args.noise_calls, dummy_every=args.dummy_every, order=order)
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runner", choices=("v2", "v1"), default="v2",
+                   help="Model Runner V2 (vllm/v1/worker/gpu/, the default for dense models) or the"
+                        " V1 GPUModelRunner (vllm/v1/worker/gpu_model_runner.py)")
+    p.add_argument("--speculator", choices=sorted(SPECULATORS), default="eagle",
+                   help="Model Runner V2's speculator")
+    p.add_argument("--dummy-every", type=int, default=0, metavar="N",
+                   help="every N steps, also a dummy run (as an idle data-parallel rank makes)")
     _entry.add_common_args(p)
     args = p.parse_args(argv)
-    _entry.setup_path()
+    if args.shape == "autumn2026" and (args.runner != "v2" or args.speculator != "eagle" or args.dummy_every):
+        p.error("the autumn2026 shape has Model Runner V2 with EAGLE only, and no dummy runs")
+    _entry.setup_path(args.shape)
 
-    from vllm.v1.engine.core import EngineCore
-    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
-
-    core = EngineCore(args.requests, args.max_batch, args.draft_len, args.accept_p,
-                      args.max_new_tokens, args.seed, args.noise_calls)
+    core = make_core(args)
+    runner_cls = type(core.model_runner)
     stopper, log = _entry.start(args, "run_vllm", "vllm")
     t0 = time.monotonic()
     while not stopper() and not core.done():
@@ -29,14 +63,14 @@ def main(argv=None):
             n = 0
             for _ in range(3):
                 # The watched code object is behind the inference_mode wrapper.
-                c = GPUModelRunner.execute_model.__wrapped__.__code__
-                n += c.co_argcount
+                n += runner_cls.execute_model.__wrapped__.__code__.co_argcount
             log.event("read_code", step=core.step_ct, count=3,
                       method="GPUModelRunner.execute_model")
         core.step()
     wall = time.monotonic() - t0
     st = core.scheduler.spec_decoding_stats
     _entry.finish(log, "run_vllm", {
+        "shape": args.shape, "runner": getattr(args, "runner", "v2"), "speculator": args.speculator,
         "finished": core.scheduler.num_finished, "requests": args.requests,
         "steps": core.step_ct, "stopped": stopper.stop, "wall_s": round(wall, 3),
         "num_drafts": st.num_drafts, "accepted": st.num_accepted_tokens,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Run both targets under every interpreter found (or those given) with a few settings and check
-each log with check_log.py. usage: selftest.py [PYTHON...]  Exit 0 when all pass."""
+"""Run both targets under every interpreter found (or those given) with a few settings (today's
+shapes and the autumn-2026 ones) and check each log with check_log.py. usage: selftest.py [PYTHON...]  Exit 0 when all pass."""
 import os
 import signal
 import subprocess
@@ -20,11 +20,24 @@ CASES = [
     ("run_sglang.py", ["--worker", "standalone", "--max-batch", "6"], 0),
     ("run_sglang.py", ["--worker", "multi_layer_eagle", "--hold-frame"], 0),
     ("run_sglang.py", ["--worker", "ngram", "--read-code"], 0),
+    ("run_sglang.py", ["--worker", "hybrid", "--seed", "5"], 0),
+    ("run_sglang.py", ["--worker", "uno"], 0),
+    ("run_sglang.py", ["--worker", "dflash", "--disable-overlap"], 0),
+    ("run_sglang.py", ["--worker", "dspark"], 0),
+    ("run_sglang.py", ["--worker", "plugin"], 0),
     ("run_sglang.py", ["--worker", "eagle_v2", "--disable-overlap", "--seed", "3"], 0),
-    ("run_sglang.py", ["--worker", "eagle_v2", "--hold-frame", "--read-code"], 0),
+    ("run_sglang.py", ["--worker", "eagle_v2", "--hold-frame", "--read-code", "--raise-in-verify", "4"], 0),
     ("run_sglang.py", ["--worker", "eagle_v2", "--crash-in-verify", "5"], 3),
+    ("run_sglang.py", ["--worker", "eagle_v2", "--max-batch", "512", "--requests", "600", "--work-scale", "0.02", "--noise-calls", "100"], 0),
+    ("run_sglang.py", ["--shape", "autumn2026", "--worker", "eagle_v2"], 0),
+    ("run_sglang.py", ["--shape", "autumn2026", "--worker", "ngram", "--disable-overlap"], 0),
+    ("run_sglang.py", ["--shape", "autumn2026", "--worker", "multi_layer_eagle"], 0),
     ("run_vllm.py", [], 0),
-    ("run_vllm.py", ["--hold-frame", "--read-code", "--seed", "4"], 0),
+    ("run_vllm.py", ["--speculator", "mtp", "--dummy-every", "3"], 0),
+    ("run_vllm.py", ["--speculator", "dspark", "--hold-frame", "--read-code", "--seed", "4"], 0),
+    ("run_vllm.py", ["--speculator", "multi_module_mtp"], 0),
+    ("run_vllm.py", ["--runner", "v1", "--crash-in-verify", "5"], 3),
+    ("run_vllm.py", ["--shape", "autumn2026"], 0),
     ("run_vllm.py", ["--crash-in-verify", "5"], 3),
 ]
 

@@ -1,2 +1,1 @@
-"""Test stand-in for SGLang (specprobe pytargets): same module paths, class and method names as
-the real engine's speculative-decoding path, pure standard library, no GPU. Not SGLang."""
+"""Stand-in for SGLang's package (pytargets): only the shapes specprobe traces. Not SGLang."""

@@ -1,2 +1,1 @@
-"""Test stand-in for vLLM (specprobe pytargets): Model Runner V2 module paths, class and method
-names of the speculative-decoding path, pure standard library, no GPU. Not vLLM."""
+"""Stand-in for vLLM's package (pytargets): only the shapes specprobe traces. Not vLLM."""

@@ -1,4 +1,6 @@
-"""Mirrors sglang/srt/server_args.py: only the fields the speculative path here reads."""
+"""Mirrors python/sglang/srt/server_args.py (sgl-project/sglang 02a3cd954bab): only the fields
+the speculative path here reads. Upstream workers read most of them through
+runtime_context.get_spec(); here they stay on ServerArgs."""
 import dataclasses
 
 
@@ -8,6 +10,8 @@ class ServerArgs:
     speculative_num_steps: int = 4          # K: drafted tokens per request per step (chain, topk=1)
     speculative_eagle_topk: int = 1
     speculative_num_draft_tokens: int = 5   # K + 1 (the bonus slot)
+    speculative_hybrid_config: str = ""     # HYBRID: JSON naming the retrieval and neural workers
+    enable_multi_layer_eagle: bool = False  # EAGLE + this: MultiLayerEagleWorkerV2
     speculative_accept_p: float = 0.7       # test-only: per-draft acceptance probability
     max_running_requests: int = 4
     max_new_tokens: int = 24

@@ -1,25 +1,12 @@
-"""Mirrors sglang/srt/managers/schedule_batch.py: Req (plain class), ScheduleBatch (a plain
-@dataclass whose .reqs is a list of Req) and ModelWorkerBatch (what the workers receive; it
-carries .reqs too, as the real one does for grammar/bitmask code)."""
+"""Mirrors python/sglang/srt/managers/schedule_batch.py (sgl-project/sglang 02a3cd954bab; Req's
+counters as updated in batch_result_processor.py at df80246e0a3e): Req (plain class) and
+ScheduleBatch, the batch every spec-v2 worker method now takes (ModelWorkerBatch is gone from
+the workers' signatures)."""
 import dataclasses
-import enum
 from typing import List, Optional
 
-
-class ForwardMode(enum.IntEnum):
-    # Mirrors sglang/srt/model_executor/forward_batch_info.py ForwardMode (subset).
-    EXTEND = 1
-    DECODE = 2
-    IDLE = 3
-
-    def is_extend(self):
-        return self == ForwardMode.EXTEND
-
-    def is_decode(self):
-        return self == ForwardMode.DECODE
-
-    def is_idle(self):
-        return self == ForwardMode.IDLE
+from _sglang_loop import BatchOps, ReqBase
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 
 class SamplingParams:
@@ -27,81 +14,53 @@ class SamplingParams:
         self.max_new_tokens = max_new_tokens
 
 
-class Req:
-    """One request. rid is a uuid4 hex string, as SGLang assigns by default."""
-
+class Req(ReqBase):
     def __init__(self, rid, origin_input_ids, sampling_params):
-        self.rid = rid
-        self.origin_input_ids = origin_input_ids
-        self.output_ids = []
-        self.sampling_params = sampling_params
-        self.finished_reason = None
-        # Speculative-decoding counters, as in SGLang: verify passes and accepted drafts
-        # (bonus token excluded).
+        super().__init__(rid, origin_input_ids, sampling_params)
+        self.kv_committed_len = len(origin_input_ids)
+        # Speculative-decoding counters, as upstream: verify passes, correct drafts (bonus
+        # token excluded) and a histogram of correct drafts per verify. Updated when a
+        # verify's accept lengths reach the host, for requests neither finished nor retracted.
         self.spec_verify_ct = 0
         self.spec_num_correct_drafts = 0
-        self.is_retracted = False
-        self.seq_state = int(rid[:8], 16)   # stand-in for KV/hidden state: stages mix it
+        self.spec_correct_drafts_histogram: List[int] = []
 
-    def finished(self):
-        return self.finished_reason is not None
-
-    def check_finished(self):
-        if self.finished_reason is None and len(self.output_ids) >= self.sampling_params.max_new_tokens:
-            self.finished_reason = "length"
-
-    def __repr__(self):
-        return "Req(rid=%s)" % self.rid
+    def update_spec_correct_drafts_histogram(self, num_correct_drafts):
+        hist = self.spec_correct_drafts_histogram
+        if len(hist) <= num_correct_drafts:
+            hist.extend([0] * (num_correct_drafts - len(hist) + 1))
+        hist[num_correct_drafts] += 1
 
 
 @dataclasses.dataclass
-class ModelWorkerBatch:
-    forward_mode: ForwardMode
-    reqs: List[Req]
-    seq_lens: List[int]
-    spec_info: object = None
-    capture_hidden_mode: int = 0
-    is_extend_in_batch: bool = False
-    forward_ct: int = 0      # test-only: the scheduler step that launched this batch
-
-
-@dataclasses.dataclass
-class ScheduleBatch:
+class ScheduleBatch(BatchOps):
     reqs: list
     forward_mode: ForwardMode = ForwardMode.DECODE
     spec_algorithm: object = None
     spec_info: object = None
     enable_overlap: bool = True
+    is_extend_in_batch: bool = False
+    seq_lens: Optional[List[int]] = None
+    capture_hidden_mode: int = 0
+    has_grammar: bool = False
+    forward_ct: int = 0      # test-only: the scheduler step that launched this batch
 
-    def batch_size(self):
-        return len(self.reqs)
-
-    def is_empty(self):
-        return len(self.reqs) == 0
-
-    def filter_batch(self, keep_indices=None):
-        if keep_indices is None:
-            keep_indices = [i for i, r in enumerate(self.reqs) if not r.finished()]
-        self.reqs = [self.reqs[i] for i in keep_indices]
-
-    def merge_batch(self, other):
-        self.reqs = self.reqs + [r for r in other.reqs if not r.finished()]
+    def prepare_for_extend(self):
+        self.forward_mode = ForwardMode.EXTEND
+        self.is_extend_in_batch = True
+        self._seq_lens()
 
     def prepare_for_decode(self):
         self.forward_mode = ForwardMode.DECODE
+        self.is_extend_in_batch = False
+        self._seq_lens()
 
-    def get_model_worker_batch(self, forward_ct=0):
-        return ModelWorkerBatch(
-            forward_mode=self.forward_mode,
-            reqs=list(self.reqs),
-            seq_lens=[len(r.origin_input_ids) + len(r.output_ids) for r in self.reqs],
-            spec_info=self.spec_info,
-            is_extend_in_batch=self.forward_mode.is_extend(),
-            forward_ct=forward_ct,
-        )
+    def _seq_lens(self):
+        self.seq_lens = [len(r.origin_input_ids) + len(r.output_ids) for r in self.reqs]
 
     def copy(self):
         # Shallow copy with its own reqs list: what the overlap loop keeps for late processing.
         return ScheduleBatch(reqs=list(self.reqs), forward_mode=self.forward_mode,
                              spec_algorithm=self.spec_algorithm, spec_info=self.spec_info,
-                             enable_overlap=self.enable_overlap)
+                             enable_overlap=self.enable_overlap, seq_lens=self.seq_lens,
+                             forward_ct=self.forward_ct)

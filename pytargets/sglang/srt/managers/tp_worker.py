@@ -1,13 +1,16 @@
-"""Mirrors sglang/srt/managers/tp_worker.py: the target model worker (here: CPU work)."""
+"""Mirrors python/sglang/srt/managers/tp_worker.py (sgl-project/sglang, no commit pinned: docs/upstream.md): the target model worker (here: CPU work).
+Since the ModelWorkerBatch removal it takes the ScheduleBatch, or a ready ForwardBatch for a
+verify (batch=None)."""
 import random
 
-from _workload import stage_work
+from _sglang_loop import target_forward
 
 
 class LogitsProcessorOutput:
     def __init__(self, hidden_states):
         self.hidden_states = hidden_states
         self.next_token_logits = None
+        self.mm_input_embeds = None
 
 
 class ForwardBatchOutput:
@@ -15,6 +18,8 @@ class ForwardBatchOutput:
         self.logits_output = logits_output
         self.next_token_ids = next_token_ids
         self.can_run_cuda_graph = False
+        self.new_seq_lens = None
+        self.next_draft_input = None
 
 
 class TpModelWorker:
@@ -25,19 +30,10 @@ class TpModelWorker:
     def get_memory_pool(self):
         return None, None
 
-    def forward_batch_generation(self, model_worker_batch=None, forward_batch=None, is_verify=False,
-                                 skip_attn_backend_init=False):
-        batch = model_worker_batch if model_worker_batch is not None else forward_batch
-        bs = len(batch.reqs)
-        if is_verify:
-            per_req = self.server_args.speculative_num_draft_tokens
-            iters = int((2000 + 800 * bs) * self.work_rng.uniform(0.8, 1.25))
-        else:
-            per_req = 1
-            iters = int((1000 + 800 * bs) * self.work_rng.uniform(0.8, 1.25))
-        h = 0
-        for r in batch.reqs:
-            h ^= r.seq_state
-        h = stage_work(h, iters, blocks=2 + bs)
-        next_token_ids = [(h >> (i % 24)) % 32000 + i for i in range(bs * per_req)]
+    def forward_batch_generation(self, batch=None, forward_batch=None, pp_proxy_tensors=None,
+                                 is_verify=False, skip_attn_backend_init=False,
+                                 capture_hidden_mode=None, reqs=None):
+        # reqs: test-only, the requests behind a forward_batch (their state feeds the work).
+        reqs = batch.reqs if batch is not None else reqs
+        h, next_token_ids = target_forward(self, reqs, is_verify)
         return ForwardBatchOutput(LogitsProcessorOutput(hidden_states=h), next_token_ids)

@@ -1,40 +1,43 @@
-"""Mirrors sglang/srt/speculative/base_spec_worker.py."""
-from abc import ABC, abstractmethod
+"""Mirrors python/sglang/srt/speculative/base_spec_worker.py (sgl-project/sglang 02a3cd954bab):
+BaseSpecWorker and EagleDraftWorkerBase (the base of the EAGLE-family draft workers; older
+releases called it BaseDraftWorker)."""
+from abc import ABC
 
 
-class BaseDraftWorker(ABC):
-    @abstractmethod
-    def draft(self, model_worker_batch):
-        ...
+class EagleDraftWorkerBase(ABC):
+    def draft(self, batch):
+        raise NotImplementedError
 
-    @abstractmethod
     def _draft_extend_for_prefill(self, batch, target_hidden_states, next_token_ids):
-        ...
+        raise NotImplementedError
 
-    @abstractmethod
     def _draft_extend_for_decode(self, batch, batch_result):
-        ...
+        raise NotImplementedError
 
 
 class BaseSpecWorker(ABC):
+    # test-only: set by a HybridController on the workers it routes to, so their verify is
+    # logged as a nested call of the controller's (the frame the HYBRID spec watches).
+    nested = False
+
     @property
-    @abstractmethod
     def target_worker(self):
-        ...
+        return self._target_worker
 
     @property
-    @abstractmethod
     def draft_worker(self):
-        ...
+        return self._draft_worker
 
-    @abstractmethod
     def clear_cache_pool(self):
-        ...
+        pass
+
+    def activate_step_by_batch(self, batch_size):
+        pass
 
     def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0):
-        """Hook called by the scheduler's result processor once the accept counts of a verify
-        are on the host (one loop later under overlap scheduling). The list is index-aligned
-        with batch.reqs; counts exclude the bonus token. Default: keep running totals."""
+        """Called by the scheduler's result processor once the accept counts of a verify are
+        on the host (one loop later under overlap scheduling). The list is index-aligned with
+        batch.reqs; counts exclude the bonus token. Here: running totals for the summary."""
         self.verify_complete_calls = getattr(self, "verify_complete_calls", 0) + 1
         self.total_correct_drafts = getattr(self, "total_correct_drafts", 0) + sum(
             num_correct_drafts_per_req)

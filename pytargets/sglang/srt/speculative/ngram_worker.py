@@ -1,84 +1,127 @@
-"""Mirrors sglang/srt/speculative/ngram_worker.py: NGRAMWorker has no draft model. Its draft is
-_prepare_for_speculative_decoding (n-gram lookup over the request's tokens) and its verify is
-inline in forward_batch_generation (no separate verify method, no draft extend).
+"""Mirrors python/sglang/srt/speculative/ngram_worker.py (sgl-project/sglang 02a3cd954bab):
+NGRAMWorker(BaseSpecWorker) has no draft model. forward_batch_generation(self, batch,
+on_publish=None, grammar_barrier=None, pp_proxy_tensors=None) calls
+_prepare_for_speculative_decoding(self, batch) -> bool for EVERY batch (it returns False at
+once unless the batch is a decode batch; for a decode batch it does the corpus lookup, sets
+batch.forward_mode = TARGET_VERIFY and returns True), then verifies inline and sets
+batch.forward_mode back to DECODE. get_retrieval_info and sync_hybrid_state serve a
+HybridController.
 
-Ground truth: the "draft" line times _prepare_for_speculative_decoding; the "verify" line times
-the whole forward_batch_generation call of a decode batch (measured by the scheduler around the
-call: that is the attach point a probe can see), so it contains the draft window."""
+Ground truth: the "draft" line times _prepare_for_speculative_decoding of a decode batch; the
+"verify" line (written by the scheduler, or by a HybridController as a nested call) times the
+whole forward_batch_generation call: the probe-able frame, which contains the draft."""
 import random
 import sys
+import time
 
 import _faults
-from _faults import verify_entered
 from _groundtruth import truth
+from _sglang_loop import accept_drafts
 from _workload import stage_work
-from sglang.srt.managers.scheduler import GenerationBatchResult
+from sglang.srt.managers.utils import GenerationBatchResult
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
-from sglang.srt.speculative.eagle_worker_common import EagleVerifyInput, sample_accept_lens
-import time
+from sglang.srt.speculative.ngram_info import NgramVerifyInput
+from sglang.srt.speculative.spec_utils import spec_stage_span
 
 
 class NGRAMWorker(BaseSpecWorker):
-    def __init__(self, server_args, target_worker):
+    truth_verify_frame = "NGRAMWorker.forward_batch_generation"
+
+    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker,
+                 spec_stage_span_prefix=""):
         self.server_args = server_args
         self._target_worker = target_worker
+        self._draft_worker = None
+        self.tp_rank = ps.tp_rank
+        self.spec_stage_span_prefix = spec_stage_span_prefix
         self.draft_token_num = server_args.speculative_num_draft_tokens
+        self.speculative_num_draft_tokens = self.draft_token_num
         self.num_steps = server_args.speculative_num_steps
         self.accept_rng = random.Random(server_args.random_seed * 31337 + 11)
         self.work_rng = random.Random(server_args.random_seed * 7 + 13)
-        self.ngram_cache = {}
-
-    @property
-    def target_worker(self):
-        return self._target_worker
-
-    @property
-    def draft_worker(self):
-        return None
+        self.ngram_corpus = {}
+        self._hybrid_prepared_drafts = None
 
     def clear_cache_pool(self):
-        self.ngram_cache.clear()
+        self.ngram_corpus.clear()
+        self._hybrid_prepared_drafts = None
 
-    def _prepare_for_speculative_decoding(self, batch):
-        if batch.forward_mode.is_extend():
-            return
-        tokens = []
+    def _prepare_draft_tokens(self, batch):
+        tokens, match_lens = [], []
         for r in batch.reqs:
             ctx = (r.origin_input_ids + r.output_ids)[-8:]
-            h = r.seq_state
             for i in range(len(ctx) - 1):   # index the n-grams of the context
-                self.ngram_cache[(ctx[i], ctx[i + 1])] = ctx[i + 1]
-            h = stage_work(h ^ len(self.ngram_cache), int(600 * self.work_rng.uniform(0.8, 1.25)), blocks=1)
+                self.ngram_corpus[(ctx[i], ctx[i + 1])] = ctx[i + 1]
+            h = stage_work(r.seq_state ^ len(self.ngram_corpus),
+                           int(600 * self.work_rng.uniform(0.8, 1.25)), blocks=1)
             r.seq_state = h
             tokens.extend((h >> j) % 32000 for j in range(self.draft_token_num))
-        batch.spec_info = EagleVerifyInput(draft_token=tokens, spec_steps=self.num_steps,
-                                           draft_token_num=self.draft_token_num)
+            match_lens.append(h % 5)
+        return tokens, match_lens
 
-    def forward_batch_generation(self, model_worker_batch):
-        batch = model_worker_batch
-        if batch.forward_mode.is_extend():
-            out = self.target_worker.forward_batch_generation(batch)
+    def get_retrieval_info(self, batch):
+        """HYBRID's route probe: the lookup the next draft would use (cached for it)."""
+        tokens, match_lens = self._prepare_draft_tokens(batch)
+        self._hybrid_prepared_drafts = tokens
+        return [self.draft_token_num - 1] * len(batch.reqs), match_lens
+
+    def _prepare_for_speculative_decoding(self, batch) -> bool:
+        # Decode-only: extend goes through the plain target forward.
+        if not batch.forward_mode.is_decode():
+            return False
+        if self._hybrid_prepared_drafts is not None:
+            tokens, self._hybrid_prepared_drafts = self._hybrid_prepared_drafts, None
+        else:
+            tokens, _ = self._prepare_draft_tokens(batch)
+        batch.forward_mode = ForwardMode.TARGET_VERIFY
+        batch.spec_info = NgramVerifyInput(draft_token=tokens, draft_token_num=self.draft_token_num)
+        return True
+
+    def sync_hybrid_state(self, batch, batch_result):
+        """Update the corpus after a neural batch of a HYBRID server."""
+        for r in batch.reqs:
+            ctx = (r.origin_input_ids + r.output_ids)[-4:]
+            for i in range(len(ctx) - 1):
+                self.ngram_corpus[(ctx[i], ctx[i + 1])] = ctx[i + 1]
+
+    def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+                                 pp_proxy_tensors=None):
+        bs = len(batch.reqs)
+        with spec_stage_span(self.spec_stage_span_prefix + "_draft"):
+            t0 = time.time_ns()
+            drafted = self._prepare_for_speculative_decoding(batch)
+            t1 = time.time_ns()
+        if drafted:
+            truth().stage("draft", t0, t1, batch.reqs, batch.forward_ct,
+                          method="NGRAMWorker._prepare_for_speculative_decoding")
+        if not batch.forward_mode.is_target_verify():
+            out = self.target_worker.forward_batch_generation(batch, pp_proxy_tensors=pp_proxy_tensors)
+            if on_publish is not None:
+                on_publish(batch.seq_lens)
             return GenerationBatchResult(logits_output=out.logits_output,
-                                         next_token_ids=out.next_token_ids, accept_lens=None,
+                                         next_token_ids=out.next_token_ids,
+                                         new_seq_lens=batch.seq_lens,
                                          speculative_num_draft_tokens=1, forward_ct=batch.forward_ct)
-        t0 = time.time_ns()
-        self._prepare_for_speculative_decoding(batch)
-        t1 = time.time_ns()
-        truth().stage("draft", t0, t1, batch.reqs, batch.forward_ct,
-                      method="NGRAMWorker._prepare_for_speculative_decoding")
-        # Verify, inline: target forward over the drafted tree, then sampling/acceptance.
-        verify_entered(lambda: stage_work(len(batch.reqs), 5000))
-        if _faults.want_hold("NGRAMWorker.forward_batch_generation"):
-            _faults.hold(sys._getframe(), "NGRAMWorker.forward_batch_generation", batch.forward_ct, "frame")
-        out = self.target_worker.forward_batch_generation(
-            forward_batch=batch, is_verify=True, skip_attn_backend_init=True)
-        accept_lens = sample_accept_lens(self.accept_rng, len(batch.reqs), self.num_steps,
-                                         self.server_args.speculative_accept_p)
-        predict = list(out.next_token_ids)
-        for i, a in enumerate(accept_lens):
-            for j in range(a - 1):
-                predict[i * self.draft_token_num + j] = batch.spec_info.draft_token[i * self.draft_token_num + j]
-        return GenerationBatchResult(logits_output=out.logits_output, next_token_ids=predict,
-                                     accept_lens=accept_lens,
-                                     speculative_num_draft_tokens=self.draft_token_num,
-                                     forward_ct=batch.forward_ct)
+        with spec_stage_span(self.spec_stage_span_prefix + "_verify"):
+            # Verify, inline: target forward over the drafted tree, then sampling/acceptance.
+            _faults.verify_entered(lambda: stage_work(bs, 5000))
+            if _faults.want_hold("NGRAMWorker.forward_batch_generation"):
+                _faults.hold(sys._getframe(), "NGRAMWorker.forward_batch_generation",
+                             batch.forward_ct, "frame")
+            out = self.target_worker.forward_batch_generation(
+                batch=None, forward_batch=ForwardBatch(ForwardMode.TARGET_VERIFY, bs, 0),
+                pp_proxy_tensors=pp_proxy_tensors, is_verify=True, reqs=batch.reqs)
+            n = self.draft_token_num
+            predict = list(out.next_token_ids)
+            accept_lens = accept_drafts(self.accept_rng, self.server_args.speculative_accept_p,
+                                        self.num_steps, predict, batch.spec_info.draft_token, n)
+            new_seq_lens = [s + a for s, a in zip(batch.seq_lens, accept_lens)]
+            if on_publish is not None:
+                on_publish(new_seq_lens)
+            batch.forward_mode = ForwardMode.DECODE
+        return GenerationBatchResult(
+            logits_output=out.logits_output, next_token_ids=predict, accept_lens=accept_lens,
+            next_draft_input=NgramVerifyInput(draft_token_num=n, accept_tokens=predict,
+                                              accept_lens=accept_lens, new_seq_lens=new_seq_lens),
+            new_seq_lens=new_seq_lens, speculative_num_draft_tokens=n, forward_ct=batch.forward_ct)

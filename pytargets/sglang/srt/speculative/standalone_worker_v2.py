@@ -1,7 +1,8 @@
-"""Mirrors sglang/srt/speculative/standalone_worker_v2.py: StandaloneWorkerV2(EAGLEWorkerV2)
-with a StandaloneDraftWorker that only changes set-up (its own lm_head). draft and the
-draft-extend methods are inherited: their code objects are EagleDraftWorker's, and
-StandaloneWorkerV2.verify/forward_batch_generation are EAGLEWorkerV2's."""
+"""Mirrors python/sglang/srt/speculative/standalone_worker_v2.py. The newest stored version
+(sgl-project/sglang 0284922b486f) still has StandaloneWorkerV2(EAGLEWorkerV2) with a
+StandaloneDraftWorker(EagleDraftWorker) that changes set-up only (its own lm_head), and
+spec_info.create_worker at 02a3cd954bab still imports it for STANDALONE: every stage code
+object is EAGLE's (EagleDraftWorker.draft, EAGLEWorkerV2.verify, ...)."""
 from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker, EAGLEWorkerV2
 
 

@@ -1,43 +1,27 @@
-"""Mirrors vllm/v1/engine/core.py: EngineCore.step() = schedule -> execute_model ->
+"""Mirrors vllm/v1/engine/core.py (vllm-project/vllm ac3cb2e2): EngineCore.step() = schedule -> execute_model ->
 sample_tokens -> update_from_output -> update_draft_token_ids.
 
-Single process, single thread here. In the real engine the model runner runs in a separate
-GPU worker process (reached through the executor), and with async scheduling the next step can
-be launched before update_from_output of the previous one."""
-import random
+Single process, single thread here. Upstream, EngineCore is its own process (VLLM::EngineCore,
+VLLM::EngineCore_DP<r> with DP); with one GPU the runner runs in it, with TP > 1 in the worker
+processes (VLLM::Worker_TP<r>), reached through the executor, while update_from_output stays
+in EngineCore; with async scheduling step N+1 can be launched before update_from_output of N.
+dummy_every: every N steps the runner also makes a dummy run, as a data-parallel rank with no
+requests does to keep its peers in step."""
 import time
-import uuid
 
-from _groundtruth import truth
+from _groundtruth import ids, truth
+from _vllm_loop import Arrivals
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.request import Request
-from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 
 
-class EngineCore:
-    def __init__(self, num_requests, max_num_seqs, num_spec_tokens, accept_p, max_tokens,
-                 seed, noise_calls):
+class EngineCore(Arrivals):
+    def __init__(self, model_runner, num_requests, max_num_seqs, num_spec_tokens, max_tokens,
+                 seed, noise_calls, dummy_every=0, order=None):
         self.scheduler = Scheduler(max_num_seqs, num_spec_tokens, noise_calls)
-        self.model_runner = GPUModelRunner(num_spec_tokens, accept_p, seed)
-        rng = random.Random(seed)
-        self.arrivals = []
-        tick = 0
-        for _ in range(num_requests):
-            tick += rng.choice((0, 0, 1, 2, 3, 5))
-            rid = "cmpl-%s-0" % uuid.UUID(int=rng.getrandbits(128), version=4).hex
-            prompt = [rng.randrange(32000) for _ in range(rng.randint(4, 24))]
-            self.arrivals.append((tick, Request(rid, prompt, rng.randint(max_tokens // 2, max_tokens))))
-        self.arrivals.reverse()
-        self.tick = 0
-        self.step_ct = 0
-
-    def add_arrived_requests(self):
-        while self.arrivals and self.arrivals[-1][0] <= self.tick:
-            self.scheduler.add_request(self.arrivals.pop()[1])
-        self.tick += 1
-
-    def done(self):
-        return not self.arrivals and not self.scheduler.has_requests()
+        self.model_runner = model_runner
+        self.dummy_every = dummy_every
+        self.order = order   # test-only: the runner's batch order, for the ground truth
+        self.make_arrivals(num_requests, max_tokens, seed)
 
     def step(self):
         self.add_arrived_requests()
@@ -50,18 +34,18 @@ class EngineCore:
         t0 = time.time_ns()
         self.model_runner.execute_model(scheduler_output)
         t1 = time.time_ns()
-        rids = [_Rid(r) for r in scheduler_output.req_ids]
-        T.stage("verify", t0, t1, rids, self.step_ct, method="GPUModelRunner.execute_model",
+        nst = scheduler_output.num_scheduled_tokens
+        req_ids = self.order(scheduler_output) if self.order else list(nst)
+        T.stage("verify", t0, t1, ids(req_ids), self.step_ct,
+                method=type(self.model_runner).__name__ + ".execute_model",
                 num_spec_reqs=len(scheduler_output.scheduled_spec_decode_tokens),
                 new_rids=list(scheduler_output.scheduled_new_req_ids))
         model_runner_output = self.model_runner.sample_tokens(None)
         self.scheduler.update_from_output(scheduler_output, model_runner_output)
         self.scheduler.update_draft_token_ids(self.model_runner.take_draft_token_ids())
+        if self.dummy_every and self.step_ct % self.dummy_every == 0:
+            t0 = time.time_ns()
+            self.model_runner._dummy_run(8)
+            T.event("dummy_run", start_ns=t0, end_ns=time.time_ns(), step=self.step_ct)
         return True
 
-
-class _Rid:
-    __slots__ = ("rid",)
-
-    def __init__(self, rid):
-        self.rid = rid

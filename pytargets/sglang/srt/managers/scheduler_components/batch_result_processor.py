@@ -1,44 +1,38 @@
-"""Mirrors sglang/srt/managers/scheduler_components/batch_result_processor.py:
-SchedulerBatchResultProcessor (a frozen, slotted, keyword-only dataclass as in SGLang).
-_resolve_spec_v2_tokens(result, batch) is where a verify's accept counts reach the host: under
-overlap scheduling that is one loop later, after the next batch was launched."""
+"""Mirrors python/sglang/srt/managers/scheduler_components/batch_result_processor.py
+(sgl-project/sglang df80246e0a3e): SchedulerBatchResultProcessor, a frozen, slotted,
+keyword-only dataclass. process_batch_result_decode(batch, result) ->
+_normalize_decode_outputs(batch=, result=, ...) -> _resolve_spec_v2_tokens(result, batch), where a
+verify's accept lengths reach the host (one loop later under overlap scheduling) and the
+requests' spec counters are updated."""
 import dataclasses
 from typing import Any, List
 
 from _groundtruth import truth
-from _workload import unrelated_calls
+from _sglang_loop import ResultProcessorBase
 
 
 @dataclasses.dataclass(kw_only=True, slots=True, frozen=True)
-class SchedulerBatchResultProcessor:
+class SchedulerBatchResultProcessor(ResultProcessorBase):
     is_generation: bool
     enable_overlap: bool
     server_args: Any
     model_worker: Any
     stats: Any   # a dict: finished requests etc.
 
-    def process_batch_result_prefill(self, batch, result):
-        # One token per new request (from the target prefill).
-        for i, req in enumerate(batch.reqs):
-            req.output_ids.append(result.next_token_ids[i])
-            self._check_finished(req)
-        self.stream_output(batch.reqs)
-
     def process_batch_result_decode(self, batch, result):
-        predict_tokens = self._resolve_spec_v2_tokens(result, batch)
-        for req, toks in zip(batch.reqs, predict_tokens):
-            if req.finished():
+        next_token_ids = self._normalize_decode_outputs(
+            batch=batch, result=result, logits_output=result.logits_output,
+            next_token_ids=result.next_token_ids)
+        for req, toks in zip(batch.reqs, next_token_ids):
+            if self.enable_overlap and (req.finished() or req.is_retracted):
                 # Overlap scheduling ran it one step past its end: its tokens are dropped.
                 continue
             req.output_ids.extend(toks)
             self._check_finished(req)
         self.stream_output(batch.reqs)
 
-    def _check_finished(self, req):
-        was = req.finished()
-        req.check_finished()
-        if req.finished() and not was:
-            self.stats["finished"] += 1
+    def _normalize_decode_outputs(self, *, batch, result, logits_output, next_token_ids):
+        return self._resolve_spec_v2_tokens(result, batch)
 
     def _resolve_spec_v2_tokens(self, result, batch) -> List[List[int]]:
         """Resolve the padded next token ids for spec-v2 (overlap and non-overlap)."""
@@ -54,12 +48,13 @@ class SchedulerBatchResultProcessor:
         stride = result.speculative_num_draft_tokens
         predict_tokens = []
         for i, req in enumerate(batch.reqs):
-            predict_tokens.append(next_token_ids[i * stride: i * stride + accept_lens[i]])
-            req.spec_verify_ct += 1
-            req.spec_num_correct_drafts += result.num_correct_drafts_per_req_cpu[i]
+            accept_tokens = next_token_ids[i * stride: i * stride + accept_lens[i]]
+            if not (req.is_retracted or req.finished()):
+                req.kv_committed_len += len(accept_tokens)
+                req.spec_verify_ct += 1
+                n = result.num_correct_drafts_per_req_cpu[i]
+                req.spec_num_correct_drafts += n
+                req.update_spec_correct_drafts_histogram(n)
+            predict_tokens.append(accept_tokens)
         truth().accept(result.forward_ct, batch.reqs, result.num_correct_drafts_per_req_cpu)
         return predict_tokens
-
-    def stream_output(self, reqs):
-        # Detokenizer/streaming bookkeeping stand-in: many small unrelated Python calls.
-        unrelated_calls(self.server_args.noise_calls)

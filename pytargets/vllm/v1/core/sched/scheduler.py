@@ -1,90 +1,47 @@
-"""Mirrors vllm/v1/core/sched/scheduler.py: Scheduler.schedule() and
-Scheduler.update_from_output(), where the per-request accepted count of a verify is
-num_accepted = len(generated_token_ids) - 1 (for requests that had draft tokens scheduled)."""
-import time
-
-from _groundtruth import truth
+"""Mirrors vllm/v1/core/sched/scheduler.py (vllm-project/vllm b4622cf9): Scheduler.schedule() and
+Scheduler.update_from_output(self, scheduler_output, model_runner_output), which runs in the
+EngineCore process only. For a request with draft tokens scheduled, the accepted count is
+num_accepted = max(len(generated_token_ids) - num_sampled_tokens_per_step, 0) (as read in
+stored upstream versions; num_sampled_tokens_per_step is 1 for a plain LLM)."""
+from _groundtruth import ids, truth
 from _workload import unrelated_calls
+from _vllm_loop import SchedulerBase
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.request import RequestStatus
 
 
-class SpecDecodingStats:
-    def __init__(self):
-        self.num_drafts = 0
-        self.num_draft_tokens = 0
-        self.num_accepted_tokens = 0
+class Scheduler(SchedulerBase):
+    def __init__(self, max_num_seqs, num_spec_tokens, noise_calls, num_sampled_tokens_per_step=1):
+        super().__init__(max_num_seqs, num_spec_tokens, noise_calls)
+        self.num_sampled_tokens_per_step = num_sampled_tokens_per_step
 
-    def observe_draft(self, num_draft_tokens, num_accepted_tokens):
-        self.num_drafts += 1
-        self.num_draft_tokens += num_draft_tokens
-        self.num_accepted_tokens += num_accepted_tokens
-
-
-class Scheduler:
-    def __init__(self, max_num_seqs, num_spec_tokens, noise_calls):
-        self.max_num_running_reqs = max_num_seqs
-        self.num_spec_tokens = num_spec_tokens
-        self.noise_calls = noise_calls
-        self.waiting = []
-        self.running = []
-        self.requests = {}
-        self.finished_req_ids = set()
-        self.num_finished = 0
-        self.spec_decoding_stats = SpecDecodingStats()
-
-    def add_request(self, request):
-        self.waiting.append(request)
-        self.requests[request.request_id] = request
-
-    def has_requests(self):
-        return bool(self.waiting or self.running)
-
-    def schedule(self, step):
-        num_scheduled_tokens, spec = {}, {}
-        new_ids = []
-        for req in self.running:
-            num_scheduled_tokens[req.request_id] = 1 + len(req.spec_token_ids)
-            if req.spec_token_ids:
-                spec[req.request_id] = list(req.spec_token_ids)
-        while self.waiting and len(self.running) < self.max_num_running_reqs:
-            req = self.waiting.pop(0)
-            req.status = RequestStatus.RUNNING
-            self.running.append(req)
-            num_scheduled_tokens[req.request_id] = len(req.prompt_token_ids)
-            new_ids.append(req.request_id)
-        finished, self.finished_req_ids = self.finished_req_ids, set()
-        return SchedulerOutput(
-            req_ids=[r.request_id for r in self.running],
-            num_scheduled_tokens=num_scheduled_tokens,
-            scheduled_spec_decode_tokens=spec,
-            scheduled_new_req_ids=new_ids,
-            finished_req_ids=finished,
-            step=step,
-        )
-
+    def _output(self, num_scheduled_tokens, spec, new_ids, finished, step):
+        return SchedulerOutput(num_scheduled_tokens=num_scheduled_tokens,
+                               scheduled_spec_decode_tokens=spec, scheduled_new_req_ids=new_ids,
+                               finished_req_ids=finished,
+                               total_num_scheduled_tokens=sum(num_scheduled_tokens.values()),
+                               step=step)
     def update_from_output(self, scheduler_output, model_runner_output):
         sampled_token_ids = model_runner_output.sampled_token_ids
-        acc_rids, acc_counts = [], []
+        accepted = {}
         stopped = []
-        for req in self.running:
-            req_id = req.request_id
-            req_index = model_runner_output.req_id_to_index.get(req_id)
-            if req_index is None:
+        for req_id, num_tokens_scheduled in scheduler_output.num_scheduled_tokens.items():
+            req = self.requests.get(req_id)
+            if req is None or req.is_finished():
                 continue
-            generated_token_ids = sampled_token_ids[req_index]
+            req_index = model_runner_output.req_id_to_index[req_id]
+            generated_token_ids = sampled_token_ids[req_index] if sampled_token_ids else []
             scheduled_spec_token_ids = scheduler_output.scheduled_spec_decode_tokens.get(req_id)
-            if scheduled_spec_token_ids:
+            if scheduled_spec_token_ids and (generated_token_ids or self.num_sampled_tokens_per_step == 0):
                 num_draft_tokens = len(scheduled_spec_token_ids)
-                num_accepted = len(generated_token_ids) - 1
+                num_sampled = self.num_sampled_tokens_per_step
+                num_accepted = max(len(generated_token_ids) - num_sampled, 0)
                 num_rejected = num_draft_tokens - num_accepted
-                req.num_computed_tokens -= num_rejected
+                if req.num_computed_tokens > 0:
+                    req.num_computed_tokens -= num_rejected
                 self.spec_decoding_stats.observe_draft(num_draft_tokens, num_accepted)
-                req.num_spec_verifies += 1
-                req.num_accepted_drafts += num_accepted
-                acc_rids.append(req)
-                acc_counts.append(num_accepted)
-            req.num_computed_tokens += scheduler_output.num_scheduled_tokens[req_id]
+                accepted[req_id] = num_accepted
+            req.num_computed_tokens += num_tokens_scheduled
             req.spec_token_ids = []
             for tok in generated_token_ids:
                 req.output_token_ids.append(tok)
@@ -93,8 +50,11 @@ class Scheduler:
                     break
             if req.is_finished():
                 stopped.append(req)
-        if acc_rids:
-            truth().accept(scheduler_output.step, [_R(r.request_id) for r in acc_rids], acc_counts)
+        if accepted:
+            # Logged in the runner's batch order (model_runner_output.req_ids), the order of
+            # the lists specprobe reads.
+            order = [r for r in model_runner_output.req_ids if r in accepted]
+            truth().accept(scheduler_output.step, ids(order), [accepted[r] for r in order])
         for req in stopped:
             self.running.remove(req)
             self.finished_req_ids.add(req.request_id)
@@ -102,19 +62,3 @@ class Scheduler:
         # Output processing stand-in (detokenize, stream): many small unrelated Python calls.
         unrelated_calls(self.noise_calls)
         return stopped
-
-    def update_draft_token_ids(self, draft_token_ids):
-        if draft_token_ids is None:
-            return
-        req_ids, drafts = draft_token_ids
-        for rid, toks in zip(req_ids, drafts):
-            req = self.requests.get(rid)
-            if req is not None and not req.is_finished():
-                req.spec_token_ids = list(toks[: self.num_spec_tokens])
-
-
-class _R:
-    __slots__ = ("rid",)
-
-    def __init__(self, rid):
-        self.rid = rid

@@ -1,31 +1,34 @@
-"""Mirrors vllm/v1/worker/gpu/model_runner.py (Model Runner V2, vLLM's default runner):
-GPUModelRunner.execute_model(scheduler_output) runs the target forward over the scheduled
-tokens, including the draft tokens being verified (the "verify" stage); sample_tokens() then
-runs RejectionSampler.__call__ (acceptance) and speculator.propose (the draft for the next
-step). Both are decorated with inference_mode, as in vLLM.
+"""Mirrors vllm/v1/worker/gpu/model_runner.py (vllm-project/vllm 0036d38de46c), Model Runner V2:
+GPUModelRunner.execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False,
+skip_attn_for_dummy_run=False, is_profile=False, context_len=0) runs the target forward over
+the scheduled tokens, the draft tokens being verified included (the "verify" stage);
+sample_tokens(self, grammar_output) runs RejectionSampler.__call__ (acceptance) and then
+speculator.propose(input_batch, ...) by position (the draft the next step verifies). Both are
+decorated with torch.inference_mode (sample_tokens also with step_eplb_after). _dummy_run
+(memory profiling, CUDA graph capture, and a DP rank with nothing to run) calls
+execute_model(..., dummy_run=True) on requests "_dummy_req_<i>" and propose(..., dummy_run=True)
+by name. The batch's requests are ordered by sort_batch_req_ids (verifying and decoding
+requests first, then prefills).
 
-In the real engine this runs in the GPU worker process and the scheduler in the EngineCore
-process; here both live in one process and one thread (see vllm/v1/engine/core.py).
-Ground-truth lines are written by the caller right around each stage call."""
+Upstream this runs in the worker process (VLLM::Worker, or VLLM::Worker_TP<r> with TP > 1) or,
+with one GPU, in the EngineCore process; here both live in one process and one thread (see
+vllm/v1/engine/core.py). Ground-truth lines are written by the caller right around each call."""
 import random
 import sys
 import time
 
 import _faults
-from _groundtruth import truth
+from _groundtruth import ids, truth
+from _vllm_shared import sample, target_forward
 from _workload import stage_work
 from vllm._compat.torch_shim import inference_mode
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.worker.gpu.eplb_utils import step_eplb_after
 from vllm.v1.worker.gpu.input_batch import InputBatch
 from vllm.v1.worker.gpu.sample.sampler import Sampler
-from vllm.v1.worker.gpu.spec_decode.eagle.speculator import EagleSpeculator
+from vllm.v1.worker.gpu.spec_decode import init_speculator
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler import RejectionSampler
-
-
-class ModelRunnerOutput:
-    def __init__(self, req_ids, req_id_to_index, sampled_token_ids):
-        self.req_ids = req_ids
-        self.req_id_to_index = req_id_to_index
-        self.sampled_token_ids = sampled_token_ids
 
 
 class ExecuteModelState:
@@ -35,64 +38,60 @@ class ExecuteModelState:
         self.hidden_states = hidden_states
 
 
+def sort_batch_req_ids(num_tokens_per_req, draft_tokens, decode_query_len):
+    # Order verification/decode -> short_extend -> prefill.
+    key = lambda r: (not draft_tokens.get(r), num_tokens_per_req[r] != decode_query_len,
+                     num_tokens_per_req[r])
+    return sorted(num_tokens_per_req, key=key)
+
+
 class GPUModelRunner:
-    def __init__(self, num_speculative_steps, accept_p, seed):
-        self.num_speculative_steps = num_speculative_steps
+    def __init__(self, vllm_config, device=None):
+        k = vllm_config.speculative_config.num_speculative_tokens
+        self.num_speculative_steps = k
+        self.decode_query_len = 1 + k
         self.sampler = Sampler()
-        self.speculator = EagleSpeculator(num_speculative_steps, seed)
-        self.rejection_sampler = RejectionSampler(self.sampler, num_speculative_steps, accept_p, seed)
-        self.work_rng = random.Random(seed * 7919 + 1)
+        self.speculator = init_speculator(vllm_config, device)
+        self.rejection_sampler = RejectionSampler(self.sampler, k, vllm_config.accept_p, vllm_config.seed)
+        self.work_rng = random.Random(vllm_config.seed * 7919 + 1)
         self.execute_model_state = None
         self.last_sampled = {}
         self._draft_token_ids = None
 
     @inference_mode()
-    def execute_model(self, scheduler_output, intermediate_tensors=None):
-        _faults.verify_entered(lambda: stage_work(len(scheduler_output.req_ids), 4000))
-        if _faults.want_hold("GPUModelRunner.execute_model"):
-            _faults.hold(sys._getframe(), "GPUModelRunner.execute_model", scheduler_output.step, "frame")
-        input_batch = InputBatch(
-            req_ids=list(scheduler_output.req_ids),
-            num_scheduled_tokens=[scheduler_output.num_scheduled_tokens[r] for r in scheduler_output.req_ids],
-            draft_tokens=dict(scheduler_output.scheduled_spec_decode_tokens),
-            step=scheduler_output.step,
-        )
-        # Target forward over prompt chunks and (1 + K)-token verify queries.
-        n_tokens = sum(min(n, 64) for n in input_batch.num_scheduled_tokens)
-        h = stage_work(n_tokens, int((1500 + 250 * n_tokens) * self.work_rng.uniform(0.8, 1.25)),
-                       blocks=2 + input_batch.num_reqs)
+    def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False,
+                      skip_attn_for_dummy_run=False, is_profile=False, context_len=0):
+        nst = scheduler_output.num_scheduled_tokens
+        if dummy_run:
+            input_batch = InputBatch.make_dummy(len(nst), scheduler_output.total_num_scheduled_tokens)
+        else:
+            _faults.verify_entered(lambda: stage_work(len(nst), 4000))
+            if _faults.want_hold("GPUModelRunner.execute_model"):
+                _faults.hold(sys._getframe(), "GPUModelRunner.execute_model", scheduler_output.step, "frame")
+            drafts = scheduler_output.scheduled_spec_decode_tokens
+            req_ids = sort_batch_req_ids(nst, drafts, self.decode_query_len)
+            input_batch = InputBatch(req_ids=req_ids, num_scheduled_tokens=[nst[r] for r in req_ids],
+                                     draft_tokens=dict(drafts), step=scheduler_output.step)
+        h = target_forward(self.work_rng, input_batch)
         self.execute_model_state = ExecuteModelState(input_batch, logits=h, hidden_states=h >> 3)
         return None
 
     @inference_mode()
+    @step_eplb_after()
     def sample_tokens(self, grammar_output=None):
         state, self.execute_model_state = self.execute_model_state, None
         input_batch = state.input_batch
         T = truth()
-        if input_batch.num_draft_tokens == 0:
-            sampler_output = self.sampler(state.logits, input_batch)
-        else:
-            t0 = time.time_ns()
-            sampler_output = self.rejection_sampler(state.logits, input_batch, self.speculator.draft_logits)
-            t1 = time.time_ns()
-            T.event("rejection_sample", start_ns=t0, end_ns=t1, rids=list(input_batch.req_ids),
-                    step=input_batch.step, method="RejectionSampler.__call__")
-        for rid, toks in zip(input_batch.req_ids, sampler_output.sampled_token_ids):
-            self.last_sampled[rid] = toks[-1]
+        sampler_output = sample(self, input_batch, state.logits, self.speculator.draft_logits)
         if self.speculator is not None:
             t0 = time.time_ns()
             draft_tokens = self.speculator.propose(
-                input_batch,
-                state.hidden_states,
-                None,
-                sampler_output.num_sampled,
-                sampler_output.num_rejected,
-                [self.last_sampled[r] for r in input_batch.req_ids],
-                None,
-            )
+                input_batch, None, None, state.hidden_states, None,
+                sampler_output.num_sampled, sampler_output.num_rejected,
+                [self.last_sampled[r] for r in input_batch.req_ids], None, None, None)
             t1 = time.time_ns()
-            T.stage("draft", t0, t1, _Rids(input_batch.req_ids), input_batch.step,
-                    method="EagleSpeculator.propose")
+            T.stage("draft", t0, t1, ids(input_batch.req_ids), input_batch.step,
+                    method=_qualname(type(self.speculator).propose))
             self._draft_token_ids = (list(input_batch.req_ids), draft_tokens)
         return ModelRunnerOutput(
             req_ids=list(input_batch.req_ids),
@@ -100,17 +99,35 @@ class GPUModelRunner:
             sampled_token_ids=sampler_output.sampled_token_ids,
         )
 
+    @inference_mode()
+    @step_eplb_after(is_dummy=True)
+    def _dummy_run(self, num_tokens, *args, skip_attn=False, uniform_decode=False,
+                   context_len=0, skip_eplb=False, is_profile=False, **kwargs):
+        num_reqs = max(1, min(num_tokens, 4))
+        so = SchedulerOutput.make_empty()
+        so.total_num_scheduled_tokens = num_tokens
+        so.num_scheduled_tokens = {"_dummy_req_%d" % i: max(1, num_tokens // num_reqs) for i in range(num_reqs)}
+        self.execute_model(so, intermediate_tensors=None, dummy_run=True,
+                           skip_attn_for_dummy_run=skip_attn, is_profile=is_profile,
+                           context_len=context_len)
+        state, self.execute_model_state = self.execute_model_state, None
+        if self.speculator is not None:
+            n = state.input_batch.num_reqs
+            self.speculator.propose(
+                input_batch=state.input_batch, attn_metadata=None, slot_mappings=None,
+                last_hidden_states=state.hidden_states, aux_hidden_states=None,
+                num_sampled=[1] * n, num_rejected=[0] * n, last_sampled=[0] * n,
+                next_prefill_tokens=None, temperature=None, seeds=None, dummy_run=True,
+                skip_attn_for_dummy_run=skip_attn, mm_inputs=None, is_profile=is_profile)
+        return state.hidden_states, None
+
     def take_draft_token_ids(self):
         out, self._draft_token_ids = self._draft_token_ids, None
         return out
 
 
-class _Rid:
-    __slots__ = ("rid",)
+def _qualname(f):
+    while hasattr(f, "__wrapped__"):
+        f = f.__wrapped__
+    return f.__qualname__
 
-    def __init__(self, rid):
-        self.rid = rid
-
-
-def _Rids(req_ids):
-    return [_Rid(r) for r in req_ids]

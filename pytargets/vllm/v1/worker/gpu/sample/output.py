@@ -1,12 +1,2 @@
-"""Mirrors vllm/v1/worker/gpu/sample/output.py."""
-import dataclasses
-from typing import List, Optional
-
-
-@dataclasses.dataclass
-class SamplerOutput:
-    sampled_token_ids: List[List[int]]      # per request: accepted drafts + 1 bonus/sampled token
-    logprobs_tensors: object = None
-    num_nans: object = None
-    num_sampled: Optional[List[int]] = None
-    num_rejected: Optional[List[int]] = None
+"""Mirrors vllm/v1/worker/gpu/sample/output.py (vllm-project/vllm, no commit pinned: docs/upstream.md) (shared by both shapes: pytargets/_vllm_shared.py)."""
+from _vllm_shared import SamplerOutput  # noqa: F401

@@ -1,11 +1,2 @@
-"""Mirrors vllm/v1/worker/gpu/sample/sampler.py: plain sampling (no drafts in the batch)."""
-from _workload import stage_work
-from vllm.v1.worker.gpu.sample.output import SamplerOutput
-
-
-class Sampler:
-    def __call__(self, logits, input_batch):
-        h = stage_work(logits, 150 * input_batch.num_reqs)
-        toks = [[(h >> i) % 32000] for i in range(input_batch.num_reqs)]
-        return SamplerOutput(sampled_token_ids=toks, num_sampled=[1] * input_batch.num_reqs,
-                             num_rejected=[0] * input_batch.num_reqs)
+"""Mirrors vllm/v1/worker/gpu/sample/sampler.py (vllm-project/vllm, no commit pinned: docs/upstream.md): plain sampling (no drafts in the batch) (shared by both shapes: pytargets/_vllm_shared.py)."""
+from _vllm_shared import Sampler  # noqa: F401

@@ -1,0 +1,364 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/probes"
+)
+
+// The engine variants beyond the default specs: the autumn-2026 shapes of
+// pytargets with the specs of that time, vLLM's other speculators and V1
+// runner, and SGLang's launcher, which must never be taken for a scheduler.
+
+// autumnSpecs are the catalog specs as they were for pytargets' autumn-2026
+// shapes (integration/testdata/autumn2026), in detection order.
+func autumnSpecs(t *testing.T, engines ...string) []*probes.Spec {
+	t.Helper()
+	var out []*probes.Spec
+	for _, e := range engines {
+		s, err := probes.Load(filepath.Join(repoRoot(t), "integration", "testdata", "autumn2026", e+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestSGLangAutumnShapes runs the SGLang-shaped target as SGLang was in
+// autumn 2026 (ModelWorkerBatch arguments, NGRAM leaving forward_mode alone,
+// EAGLE V2's module imported whatever the worker) with each worker it had,
+// detects among the specs of that time and compares every span with the log.
+func TestSGLangAutumnShapes(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	specs := autumnSpecs(t, "sglang", "sglang-standalone", "sglang-frozen-kv-mtp", "sglang-multi-layer-eagle", "sglang-ngram")
+	for _, w := range []struct {
+		worker, engine string
+		when           bool
+	}{
+		{"eagle_v2", "sglang", false},
+		{"standalone", "sglang-standalone", false},
+		{"frozen_kv_mtp", "sglang-frozen-kv-mtp", false},
+		{"multi_layer_eagle", "sglang-multi-layer-eagle", false},
+		{"ngram", "sglang-ngram", true},
+	} {
+		for _, py := range interpreters {
+			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				cmd, log := startPyTarget(t, script, py, "--shape", "autumn2026", "--worker", w.worker)
+				spec := detectPython(t, specs, cmd.Process.Pid)
+				if spec.Engine != w.engine {
+					t.Fatalf("detected %s (%s), want %s", spec.Engine, spec.Worker, w.engine)
+				}
+				res := traceCompare(t, spec, cmd, log, nil, 0)
+				if w.when && (res.Python == nil || res.Python.Skipped == 0) {
+					t.Errorf("no prefill call left out by when: %+v", res.Python)
+				}
+			})
+		}
+	}
+}
+
+// TestVLLMAutumnShape: the vLLM-shaped target as Model Runner V2 was in
+// autumn 2026, with the spec of that time.
+func TestVLLMAutumnShape(t *testing.T) {
+	_, script := pyTarget(t, "vllm", "run_vllm.py")
+	spec := autumnSpecs(t, "vllm")[0]
+	for _, py := range interpreters {
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			sglangRun(t, spec, script, py, "--shape", "autumn2026")
+		})
+	}
+}
+
+// TestVLLMVariants runs the vLLM-shaped target with each Model Runner V2
+// speculator besides EAGLE (TestVLLMTarget), with the V1 GPUModelRunner,
+// and with dummy runs between the steps (an idle data-parallel rank's),
+// detects the spec by the speculator's or runner's module and compares every
+// span with the log: dummy runs make no span.
+func TestVLLMVariants(t *testing.T) {
+	_, script := pyTarget(t, "vllm", "run_vllm.py")
+	catalog, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []struct {
+		name, engine string
+		args         []string
+	}{
+		{"mtp", "vllm-mtp", []string{"--speculator", "mtp"}},
+		{"gemma4", "vllm-gemma4", []string{"--speculator", "gemma4"}},
+		{"dflash", "vllm-dflash", []string{"--speculator", "dflash"}},
+		{"dspark", "vllm-dspark", []string{"--speculator", "dspark"}},
+		{"multi_module_mtp", "vllm-multi-module-mtp", []string{"--speculator", "multi_module_mtp"}},
+		{"v1", "vllm-v1", []string{"--runner", "v1"}},
+		{"dummy", "vllm", []string{"--dummy-every", "3"}},
+	} {
+		for _, py := range interpreters {
+			t.Run(v.name+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				cmd, log := startPyTarget(t, script, py, v.args...)
+				spec := detectPython(t, catalog, cmd.Process.Pid)
+				if spec.Engine != v.engine {
+					t.Fatalf("detected %s (%s), want %s", spec.Engine, spec.Worker, v.engine)
+				}
+				// A dummy run's verify and draft are left out by when: a
+				// span for a _dummy_req_<i> would match no call of the log.
+				res := traceCompare(t, spec, cmd, log, nil, 0)
+				if v.name == "dummy" && (res.Python == nil || res.Python.Skipped == 0) {
+					t.Errorf("no dummy run left out by when: %+v", res.Python)
+				}
+			})
+		}
+	}
+}
+
+// TestDetectVariants: detection on the modules each variant's process has
+// imported (as read from the real pytargets processes by the tests above,
+// written out here): the variant that imports several others' modules is
+// taken for itself, and a command line alone names the default spec only
+// for a scheduler, never for the launcher.
+func TestDetectVariants(t *testing.T) {
+	catalog, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const spec = "sglang.srt.speculative."
+	const mrv2 = "vllm.v1.worker.gpu.spec_decode."
+	for _, c := range []struct {
+		name, cmdline string
+		modules       []string
+		want          string // "" for none
+	}{
+		{"sglang scheduler loading", "sglang::scheduler", nil, "sglang"},
+		{"sglang scheduler TP1 loading", "sglang::scheduler_TP1", nil, "sglang"},
+		{"sglang launcher", "python3 -m sglang.launch_server --model-path m --speculative-algorithm EAGLE",
+			[]string{"sglang.srt.server_args", "sglang.srt.entrypoints.http_server"}, ""},
+		{"eagle v2", "sglang::scheduler", []string{spec + "eagle_worker_v2"}, "sglang"},
+		{"ngram", "sglang::scheduler", []string{spec + "ngram_worker"}, "sglang-ngram"},
+		{"hybrid", "sglang::scheduler", []string{spec + "hybrid_controller", spec + "ngram_worker", spec + "eagle_worker_v2"}, "sglang-hybrid"},
+		{"frozen kv mtp", "sglang::scheduler", []string{spec + "frozen_kv_mtp_worker_v2", spec + "eagle_worker_v2"}, "sglang-frozen-kv-mtp"},
+		{"standalone", "sglang::scheduler", []string{spec + "standalone_worker_v2", spec + "eagle_worker_v2"}, "sglang-standalone"},
+		{"dflash", "sglang::scheduler", []string{spec + "dflash_worker_v2", spec + "dspark_components.dspark_draft"}, "sglang-dflash"},
+		{"dspark", "sglang::scheduler", []string{spec + "dspark_components.dspark_worker_v2", spec + "dspark_components.dspark_draft", spec + "dflash_info_v2"}, "sglang-dspark"},
+		{"uno", "sglang::scheduler", []string{spec + "uno_worker_v2", spec + "eagle_worker_common"}, "sglang-uno"},
+		{"vllm eagle", "VLLM::EngineCore", []string{mrv2 + "eagle.speculator", mrv2 + "autoregressive.speculator"}, "vllm"},
+		{"vllm gemma4", "VLLM::EngineCore", []string{mrv2 + "gemma4.speculator", mrv2 + "eagle.speculator"}, "vllm-gemma4"},
+		{"vllm dspark", "VLLM::EngineCore", []string{mrv2 + "dspark.speculator", mrv2 + "dflash.speculator"}, "vllm-dspark"},
+		{"vllm v1 runner", "VLLM::EngineCore", []string{"vllm.v1.worker.gpu_model_runner", "vllm.v1.spec_decode.eagle"}, "vllm-v1"},
+		{"vllm both runners", "VLLM::EngineCore", []string{"vllm.v1.worker.gpu_model_runner", mrv2 + "eagle.speculator"}, "vllm"},
+		{"vllm api server", "VLLM::APIServer_0", []string{"vllm.entrypoints.openai.api_server"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			has := func(m string) bool {
+				for _, x := range c.modules {
+					if x == m {
+						return true
+					}
+				}
+				return false
+			}
+			got := probes.Detect(catalog, probes.Process{Exe: "python3.12", Cmdline: c.cmdline, HasModule: has})
+			switch {
+			case got == nil && c.want != "":
+				t.Errorf("nothing detected, want %s", c.want)
+			case got != nil && got.Engine != c.want:
+				t.Errorf("detected %s, want %q", got.Engine, c.want)
+			}
+		})
+	}
+}
+
+// titled is argv run with argv[0] set to title (through bash's exec -a),
+// as a process that names itself with setproctitle shows in its command line.
+func titled(title string, argv ...string) []string {
+	return append([]string{"/bin/bash", "-c", `exec -a "$0" "$@"`, title}, argv...)
+}
+
+// launcher is pytargets' sglang.launch_server with its scheduler ranks.
+type launcher struct {
+	cmd     *exec.Cmd
+	ranks   []int
+	logs    map[int]string // each rank's ground-truth log
+	drained chan struct{}  // closed when every process has closed stdout
+}
+
+// startLauncher starts python -m sglang.launch_server with tp ranks, each
+// parked until SIGUSR1, and returns once every rank is ready.
+func startLauncher(t *testing.T, py string, tp int) *launcher {
+	t.Helper()
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("interpreter %s not installed", py)
+	}
+	log := filepath.Join(t.TempDir(), "truth.jsonl")
+	cmd := exec.Command(py, "-m", "sglang.launch_server", "--tp-size", strconv.Itoa(tp),
+		"--wait-signal", "--requests", "8", "--work-scale", "8", "--log", log)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repoRoot(t), "pytargets"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l := &launcher{cmd: cmd}
+	t.Cleanup(func() {
+		for _, pid := range l.ranks {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	r := bufio.NewReader(stdout)
+	for len(l.ranks) < tp {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("launcher: %v after %q", err, line)
+		}
+		var pid int
+		if _, err := fmt.Sscanf(line, "ready pid=%d", &pid); err == nil {
+			l.ranks = append(l.ranks, pid)
+		}
+	}
+	l.logs = map[int]string{}
+	for _, pid := range l.ranks {
+		l.logs[pid] = rankLog(t, pid, log, tp)
+	}
+	l.drained = make(chan struct{})
+	go func() { _, _ = r.WriteTo(os.Stdout); close(l.drained) }()
+	return l
+}
+
+// wait waits for the launcher's exit, once its ranks have been released.
+func (l *launcher) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.drained:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the launcher's processes did not end")
+	}
+	if err := l.cmd.Wait(); err != nil {
+		t.Fatalf("launcher: %v", err)
+	}
+}
+
+// rankLog is the ground-truth log of the rank pid, told by its title:
+// sglang::scheduler with one rank, sglang::scheduler_TP<r> (log.tp<r>) with
+// more.
+func rankLog(t *testing.T, pid int, log string, tp int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	title, _, _ := strings.Cut(string(b), "\x00")
+	if tp == 1 {
+		if title != "sglang::scheduler" {
+			t.Fatalf("rank title %q, want sglang::scheduler", title)
+		}
+		return log
+	}
+	var r int
+	if _, err := fmt.Sscanf(title, "sglang::scheduler_TP%d", &r); err != nil || r < 0 || r >= tp {
+		t.Fatalf("rank title %q, want sglang::scheduler_TP<r> with r < %d", title, tp)
+	}
+	return fmt.Sprintf("%s.tp%d", log, r)
+}
+
+// TestSGLangLauncher: of SGLang's processes, the launcher (python -m
+// sglang.launch_server: the HTTP server, no speculative worker) matches no
+// spec, and each scheduler rank (titled sglang::scheduler_TP<r>) is detected
+// and traced exactly with its own log.
+func TestSGLangLauncher(t *testing.T) {
+	needRoot(t)
+	catalog, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	l := startLauncher(t, py, 2)
+	if spec := detect(t, catalog, l.cmd.Process.Pid); spec != nil {
+		t.Fatalf("the launcher was taken for %s", spec.Engine)
+	}
+	traced := l.ranks[0]
+	for _, pid := range l.ranks[1:] {
+		// Untraced: let it run to its end.
+		_ = syscall.Kill(pid, syscall.SIGUSR1)
+	}
+	spec := detectPython(t, catalog, traced)
+	if spec.Engine != "sglang" {
+		t.Fatalf("rank detected as %s, want sglang", spec.Engine)
+	}
+	p, err := os.FindProcess(traced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceCompare(t, spec, &exec.Cmd{Process: p}, l.logs[traced], nil, 0)
+	l.wait(t)
+}
+
+// TestDaemonSkipsLauncher: the daemon attaches to every scheduler rank of
+// an SGLang server and never to its launcher; each rank's spans equal its
+// own log.
+func TestDaemonSkipsLauncher(t *testing.T) {
+	needRoot(t)
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleet(t, cfg)
+	l := startLauncher(t, "/root/.pyenv/versions/3.12.1/bin/python3", 2)
+	launcherPID := l.cmd.Process.Pid
+	ours := map[int]bool{launcherPID: true}
+	for _, pid := range l.ranks {
+		ours[pid] = true
+	}
+	// events waits for one event of each pid in want, failing on any event
+	// about the launcher.
+	events := func(kind string, want []int, within time.Duration) map[int]daemon.Event {
+		got := map[int]daemon.Event{}
+		deadline := time.After(within)
+		for len(got) < len(want) {
+			select {
+			case e := <-f.events:
+				if !ours[e.PID] {
+					continue
+				}
+				if e.PID == launcherPID {
+					t.Fatalf("daemon %s the launcher (PID %d) with %s", e.Kind, e.PID, e.Engine)
+				}
+				if e.Kind != kind {
+					t.Fatalf("PID %d: daemon reported %s (%s), want %s", e.PID, e.Kind, e.Reason, kind)
+				}
+				got[e.PID] = e
+			case <-deadline:
+				t.Fatalf("no %s event for every rank within %s: got %d of %d", kind, within, len(got), len(want))
+			}
+		}
+		return got
+	}
+	for pid, e := range events("attached", l.ranks, 10*time.Second) {
+		if e.Engine != "sglang" {
+			t.Errorf("rank PID %d attached with %s, want sglang", pid, e.Engine)
+		}
+	}
+	for _, pid := range l.ranks {
+		_ = syscall.Kill(pid, syscall.SIGUSR1)
+	}
+	l.wait(t)
+	for pid, det := range events("detached", l.ranks, 20*time.Second) {
+		if det.Result == nil || !det.Result.TargetExited {
+			t.Fatalf("rank PID %d detached for %q, want its exit", pid, det.Reason)
+		}
+		comparePython(t, f.spansOf(pid), pyExpected(t, l.logs[pid]), det.Result.Python, 0)
+	}
+	f.stop()
+	assertNoProbesLeft(t)
+}

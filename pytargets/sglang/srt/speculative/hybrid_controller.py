@@ -1,0 +1,97 @@
+"""Mirrors python/sglang/srt/speculative/hybrid_controller.py (sgl-project/sglang 02a3cd954bab):
+HybridController(BaseSpecWorker) routes each batch to a retrieval worker (NGRAM) or a neural
+worker (EAGLE), both created through SpeculativeAlgorithm.create_worker, so a HYBRID server
+imports hybrid_controller, ngram_worker and the neural worker's module (eagle_worker_v2).
+forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+pp_proxy_tensors=None): for a pure decode batch, probe the corpus
+(retrieval_worker.get_retrieval_info), pick the route, run that worker's
+forward_batch_generation, then let the other worker catch up (sync_hybrid_state: after a
+retrieval verify, EAGLE runs its _draft_extend_for_decode). Upstream routes on match and
+continuation lengths; here a seeded coin decides, so runs repeat.
+
+Ground truth: the scheduler times the controller's forward_batch_generation of a decode batch
+as the step's "verify" (the frame that covers both routes); the routed worker's own verify is a
+"nested_verify" event; its draft and the EAGLE draft extend are stage lines as usual."""
+import dataclasses
+import json
+import random
+import time
+
+from _groundtruth import truth
+from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
+from sglang.srt.speculative.hybrid_info import HybridVerifyInput
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+
+class HybridController(BaseSpecWorker):
+    truth_verify_frame = "HybridController.forward_batch_generation"
+
+    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+        self.server_args = server_args
+        self._target_worker = target_worker
+        config = json.loads(server_args.speculative_hybrid_config or
+                            '{"retrieval": {"algorithm": "NGRAM"}, "neural": {"algorithm": "EAGLE"}}')
+        self.workers = {}
+        for role in ("retrieval", "neural"):
+            algo = SpeculativeAlgorithm.from_string(config[role]["algorithm"])
+            role_args = dataclasses.replace(server_args, speculative_algorithm=algo.name)
+            cls = algo.create_worker(role_args)
+            self.workers[role] = cls(server_args=role_args, gpu_id=gpu_id, ps=ps,
+                                     nccl_port=nccl_port, target_worker=target_worker,
+                                     spec_stage_span_prefix=role)
+            self.workers[role].nested = True
+        self.retrieval_worker = self.workers["retrieval"]
+        self.neural_worker = self.workers["neural"]
+        self._last_route = "neural"
+        self.route_rng = random.Random(server_args.random_seed * 97 + 5)
+
+    @property
+    def draft_worker(self):
+        return self.neural_worker.draft_worker
+
+    def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size=0, route=None):
+        target_route = route if route is not None else self._last_route
+        self.workers[target_route].on_verify_complete_cpu(num_correct_drafts_per_req,
+                                                          batch_size=batch_size)
+        BaseSpecWorker.on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size)
+
+    def _should_use_retrieval(self, batch, lengths):
+        if not batch.forward_mode.is_decode() or batch.is_extend_in_batch:
+            return False
+        return self.route_rng.random() < 0.5
+
+    def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+                                 pp_proxy_tensors=None):
+        is_pure_decode = batch.forward_mode.is_decode() and not batch.is_extend_in_batch
+        hybrid_input = batch.spec_info if isinstance(batch.spec_info, HybridVerifyInput) else None
+        if is_pure_decode:
+            if hybrid_input is not None:
+                batch.spec_info = hybrid_input.ngram_verify_input
+            lengths = self.retrieval_worker.get_retrieval_info(batch)
+        else:
+            lengths = ([], [])
+        if self._should_use_retrieval(batch, lengths):
+            t0 = time.time_ns()
+            result = self.retrieval_worker.forward_batch_generation(
+                batch, on_publish=on_publish, grammar_barrier=grammar_barrier,
+                pp_proxy_tensors=pp_proxy_tensors)
+            t1 = time.time_ns()
+            truth().event("nested_verify", start_ns=t0, end_ns=t1, rids=[r.rid for r in batch.reqs],
+                          step=batch.forward_ct, method="NGRAMWorker.forward_batch_generation")
+            eagle_input = self.neural_worker.sync_hybrid_state(batch, result)
+            route = "retrieval"
+        else:
+            self.retrieval_worker._hybrid_prepared_drafts = None
+            if hybrid_input is not None:
+                batch.spec_info = hybrid_input.eagle_draft_input
+            self.neural_worker.activate_step_by_batch(len(batch.reqs))
+            result = self.neural_worker.forward_batch_generation(
+                batch, on_publish=on_publish, grammar_barrier=grammar_barrier,
+                pp_proxy_tensors=pp_proxy_tensors)
+            eagle_input = result.next_draft_input
+            self.retrieval_worker.sync_hybrid_state(batch, result)
+            route = "neural"
+        result.next_draft_input = HybridVerifyInput(eagle_input, result.next_draft_input)
+        self._last_route = route
+        result.spec_route = route
+        return result

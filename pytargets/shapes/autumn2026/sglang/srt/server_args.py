@@ -1,0 +1,17 @@
+"""Mirrors sglang/srt/server_args.py: only the fields the speculative path here reads."""
+import dataclasses
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    speculative_algorithm: str = "EAGLE"
+    speculative_num_steps: int = 4          # K: drafted tokens per request per step (chain, topk=1)
+    speculative_eagle_topk: int = 1
+    speculative_num_draft_tokens: int = 5   # K + 1 (the bonus slot)
+    speculative_accept_p: float = 0.7       # test-only: per-draft acceptance probability
+    max_running_requests: int = 4
+    max_new_tokens: int = 24
+    disable_overlap_schedule: bool = False
+    random_seed: int = 1
+    noise_calls: int = 20000                # test-only: unrelated Python calls per step
+    num_draft_layers: int = 2               # multi-layer EAGLE only
