@@ -65,7 +65,7 @@ struct pylayout {
 	u64 ts_frame;        // 3.10: tstate->frame
 	u64 fr_code, fr_previous, fr_localsplus, fr_instr;
 	u64 fr_valuestack, fr_lasti; // 3.10's PyFrameObject
-	u64 co_code, co_stacksize, co_zombieframe, co_nlocals; // 3.10's PyCodeObject
+	u64 co_code, co_stacksize, co_nlocals; // 3.10's PyCodeObject
 	u64 bytes_data;
 	u64 tp_flags, tp_basicsize, tp_dictoffset, tp_mro, tp_dict, ht_cached_keys;
 	u64 ascii_data, compact_data;
@@ -1260,23 +1260,8 @@ static __always_inline u64 py_root(struct pylayout *L, struct pyscratch *s, stru
 		break;
 	case PY_ROOT_RETURN:
 		if (L->minor == 10) {
-			// frame_dealloc parks the frame on its code before dropping the
-			// code: the returned value is still in its first stack slot.
-			u64 zf = rd64(s->code + L->co_zombieframe, &bad);
-			u64 zc = zf && !bad ? rd64(zf + L->fr_code, &bad) : 0;
-			if (zc != s->code) {
-				fail(s, PY_E_NORETURN, 1);
-				return 0;
-			}
-			u64 bc = rd64(s->code + L->co_code, &bad);
-			u32 lasti = (u32)rd64(zf + L->fr_lasti, &bad);
-			u8 op = 0;
-			if (bad || lasti > 1 << 24 || bpf_probe_read_user(&op, 1, (void *)(bc + L->bytes_data + 2 * lasti)) || op != L->op_return) {
-				fail(s, PY_E_NORETURN, 2);
-				return 0;
-			}
-			u64 vs = rd64(zf + L->fr_valuestack, &bad);
-			v = vs && !bad ? rd64(vs, &bad) : 0;
+			fail(s, PY_E_NORETURN, 1); // not compiled for 3.10 (pycompile.go)
+			return 0;
 		} else {
 			u64 ip = rd64(s->frame + L->fr_instr, &bad);
 			u8 op = 0;

@@ -67,7 +67,6 @@ type StagePylayout struct {
 	FrLasti        uint64
 	CoCode         uint64
 	CoStacksize    uint64
-	CoZombieframe  uint64
 	CoNlocals      uint64
 	BytesData      uint64
 	TpFlags        uint64

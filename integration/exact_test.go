@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -174,8 +176,9 @@ func compareExact(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][
 }
 
 // runEngine runs engine.py under py with args, traces it with spec until it
-// exits, and returns the spans, the log and the result.
-func runEngine(t *testing.T, py, spec string, args ...string) (*tracer.Result, []sdktrace.ReadOnlySpan, string) {
+// exits, and returns the spans, the log and the result; during, when set,
+// runs once the program is released (given its PID) and is waited for.
+func runEngine(t *testing.T, py, spec string, during func(pid int), args ...string) (*tracer.Result, []sdktrace.ReadOnlySpan, string) {
 	t.Helper()
 	s, err := probes.Parse("engine.yaml", []byte(spec))
 	if err != nil {
@@ -194,21 +197,48 @@ func runEngine(t *testing.T, py, spec string, args ...string) (*tracer.Result, [
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	done := make(chan struct{})
 	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: s},
-		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+		func() {
+			_ = cmd.Process.Signal(syscall.SIGUSR1)
+			go func() {
+				defer close(done)
+				if during != nil {
+					during(cmd.Process.Pid)
+				}
+			}()
+		})
+	<-done
 	return res, spans, log
 }
 
+// waitChild returns the first child process of pid, once it has one.
+func waitChild(t *testing.T, pid int) int {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, err := strconv.Atoi(f[0])
+			if err == nil {
+				return n
+			}
+		}
+	}
+	t.Errorf("PID %d forked no child", pid)
+	return 0
+}
+
 // hogCPUs keeps every core busy until the test ends (and at most a minute:
-// a test killed mid-way leaves nothing spinning).
+// a test killed mid-way leaves nothing spinning). Each hog is a process
+// group, killed whole.
 func hogCPUs(t *testing.T) {
 	t.Helper()
 	for range runtime.NumCPU() {
-		cmd := exec.Command("timeout", "60", "sh", "-c", "while :; do :; done")
+		cmd := exec.Command("timeout", "-s", "KILL", "60", "sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	}
 }
 
@@ -229,7 +259,7 @@ func TestExactAtBatchSizes(t *testing.T) {
 				if batch >= 64 {
 					steps = "30"
 				}
-				res, spans, log := runEngine(t, py, engineSpec, "--batch", fmt.Sprint(batch), "--stage-us", "50", "--steps", steps)
+				res, spans, log := runEngine(t, py, engineLateSpec, nil, "--batch", fmt.Sprint(batch), "--stage-us", "50", "--steps", steps, "--late")
 				compareExact(t, spans, engineTruth(t, log))
 				if res.Python.Failed != 0 {
 					t.Errorf("%d reads failed (last: %s)", res.Python.Failed, res.Python.LastError)
@@ -250,10 +280,10 @@ func TestExactStageLengths(t *testing.T) {
 		t.Skipf("interpreter %s not installed", py)
 	}
 	for _, tc := range []struct {
-		name  string
-		spec  string
-		hog   bool
-		args  []string
+		name string
+		spec string
+		hog  bool
+		args []string
 	}{
 		{"50us-late-hog", engineLateSpec, true, []string{"--batch", "64", "--stage-us", "50", "--steps", "60", "--late"}},
 		{"1ms-quiet", engineSpec, false, []string{"--batch", "16", "--stage-us", "1000", "--steps", "40"}},
@@ -265,7 +295,7 @@ func TestExactStageLengths(t *testing.T) {
 			if tc.hog {
 				hogCPUs(t)
 			}
-			_, spans, log := runEngine(t, py, tc.spec, tc.args...)
+			_, spans, log := runEngine(t, py, tc.spec, nil, tc.args...)
 			compareExact(t, spans, engineTruth(t, log))
 		})
 	}
@@ -274,15 +304,32 @@ func TestExactStageLengths(t *testing.T) {
 
 // TestForkedChildNotTraced: a target that forks after attach (as
 // multiprocessing does) keeps every call traced; the child's calls never
-// appear, and its threads carry no breakpoint of ours.
+// appear, and its threads carry no breakpoint of ours. (The spec reads a
+// return value: 3.11 and later.)
 func TestForkedChildNotTraced(t *testing.T) {
 	needRoot(t)
-	for _, py := range interpreters {
+	for _, py := range interpreters[1:] {
 		if _, err := os.Stat(py); err != nil {
 			continue
 		}
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
-			_, spans, log := runEngine(t, py, engineSpec, "--batch", "8", "--stage-us", "300", "--steps", "40", "--fork")
+			_, spans, log := runEngine(t, py, engineSpec, func(pid int) {
+				// The child, parked: all 4 of its debug registers free.
+				child := waitChild(t, pid)
+				var fds []int
+				for range 4 {
+					fd, err := loader.OpenWatchpoint(child, 0x1000)
+					if err != nil {
+						t.Errorf("the forked child's debug register %d: %v (a breakpoint of ours left in it?)", len(fds)+1, err)
+						break
+					}
+					fds = append(fds, fd)
+				}
+				for _, fd := range fds {
+					_ = syscall.Close(fd)
+				}
+				_ = syscall.Kill(child, syscall.SIGUSR2)
+			}, "--batch", "8", "--stage-us", "300", "--steps", "40", "--fork")
 			want := engineTruth(t, log)
 			child := engineTruth(t, log+".child")
 			for rid := range child {

@@ -249,6 +249,11 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 		if fromCaller {
 			return fmt.Errorf("the return value is the stage's own, not its caller's")
 		}
+		if in.Minor == 10 {
+			// frame_dealloc may drop the code before it parks the frame,
+			// and then nothing at the trap leads to the returned value.
+			return fmt.Errorf("a return value can be read on CPython 3.11 and later, not 3.10")
+		}
 		f.Root = pyRootReturn
 		return nil
 	}

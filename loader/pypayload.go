@@ -43,10 +43,11 @@ var pyErrText = []string{
 }
 
 const (
-	pyErrRead    = 1
-	pyErrFreed   = 2
-	pyErrType    = 3
-	pyErrNoFrame = 10
+	pyErrRead     = 1
+	pyErrFreed    = 2
+	pyErrType     = 3
+	pyErrNoFrame  = 10
+	pyErrNoReturn = 11
 )
 
 func (e *PyReadError) Error() string {
@@ -58,7 +59,7 @@ func (e *PyReadError) Error() string {
 		msg = fmt.Sprintf("item %d: %s", e.Item, msg)
 	}
 	switch e.Code {
-	case pyErrNoFrame:
+	case pyErrNoFrame, pyErrNoReturn:
 		msg += fmt.Sprintf(" (check %d)", e.Detail)
 	case pyErrFreed, pyErrType, pyErrRead:
 		msg += fmt.Sprintf(" (at %#x)", e.Detail)

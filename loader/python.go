@@ -284,7 +284,7 @@ func (s *Session) setTrapLayout(proc *pyproc.Process) error {
 		TsNativeTid: l.TstateNativeThreadID, TsDatastackTop: l.TstateDatastackTop, TsFrame: l.TstateFrame,
 		FrCode: l.FrameCode, FrPrevious: l.FramePrevious, FrLocalsplus: l.FrameLocalsplus, FrInstr: l.FrameInstr,
 		FrValuestack: l.FrameValuestack, FrLasti: l.FrameLasti,
-		CoCode: l.CodeCode, CoStacksize: l.CodeStacksize, CoZombieframe: l.CodeZombieframe, CoNlocals: l.CodeNLocals,
+		CoCode: l.CodeCode, CoStacksize: l.CodeStacksize, CoNlocals: l.CodeNLocals,
 		BytesData: l.BytesData,
 		TpFlags:   l.TypeFlags, TpBasicsize: l.TypeBasicSize, TpDictoffset: l.TypeDictOffset,
 		TpMro: l.TypeMro, TpDict: l.TypeDict, HtCachedKeys: l.TypeCachedKeys,

@@ -7,7 +7,8 @@
 #
 # --late: the accepted counts reach the host one step later, in resolve()
 # (as an overlap scheduler does); otherwise check() returns them.
-# --fork: a child process is forked after attach and runs the same stages.
+# --fork: a child process is forked after attach and runs the same stages,
+# once SIGUSR2 says so.
 # --threads: T threads each run their own loop (their own requests).
 #
 # The log (JSON lines) says what really happened: every stage call with its
@@ -135,12 +136,16 @@ def main():
     ap.add_argument("--fork", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    # Blocked before the fork: the child inherits the mask and waits for SIGUSR2.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})
     print("ready", flush=True)
     signal.sigwait({signal.SIGUSR1})
     child = 0
     if args.fork:
         child = os.fork()
+        if child == 0:
+            # Parked until the test has looked at its debug registers.
+            signal.sigwait({signal.SIGUSR2})
     name = args.log + (".child" if child == 0 and args.fork else "")
     with open(name, "w") as log:
         lock = threading.Lock()
