@@ -35,7 +35,10 @@ type PyField struct {
 // Where tells where in f's path a read failed: "batch" (the root), or the
 // path up to the failing step (batch.reqs[*]).
 func (f PyField) Where(e *PyReadError) string {
-	if e == nil || e.Step < 0 || e.Step >= len(f.Steps) {
+	if len(f.Steps) == 0 {
+		return f.Path
+	}
+	if e == nil || e.Step < 0 || e.Step+2 > len(f.Steps) {
 		return f.Steps[0]
 	}
 	return strings.Join(f.Steps[:e.Step+2], "")

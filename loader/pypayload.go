@@ -83,6 +83,9 @@ const (
 
 // decodePyPayload splits a call's payload into its fields (n of them).
 func decodePyPayload(b []byte, n int) ([]PyValues, error) {
+	if n < 0 || n > pyMaxFields {
+		return nil, fmt.Errorf("payload: %d fields expected, at most %d can be", n, pyMaxFields)
+	}
 	out := make([]PyValues, 0, n)
 	for len(b) > 0 {
 		if len(b) < 2 || b[0] != pfBegin {

@@ -1,0 +1,293 @@
+package loader
+
+import (
+	"encoding/binary"
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/pyproc"
+)
+
+// The Go record types bpf2go generated must be the C structs' layout,
+// field for field, or decoding reads the wrong bytes.
+func TestRecordLayout(t *testing.T) {
+	spec, err := bpf.LoadStage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, goType := range map[string]any{
+		"event": bpf.StageEvent{}, "watch_event": bpf.StageWatchEvent{}, "pyprog": bpf.StagePyprog{},
+		"pylayout": bpf.StagePylayout{}, "pyfield": bpf.StagePyfield{}, "watch": bpf.StageWatch{},
+	} {
+		var st *btf.Struct
+		if err := spec.Types.TypeByName(name, &st); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		gt := reflect.TypeOf(goType)
+		if uintptr(st.Size) != gt.Size() {
+			t.Errorf("%s: C %d bytes, Go %d", name, st.Size, gt.Size())
+		}
+		i := 0
+		for j := range gt.NumField() {
+			f := gt.Field(j)
+			if f.Name == "_" {
+				continue
+			}
+			for i < len(st.Members) && st.Members[i].Name == "" {
+				i++
+			}
+			if i >= len(st.Members) {
+				t.Errorf("%s: Go field %s has no C member", name, f.Name)
+				break
+			}
+			if off := uintptr(st.Members[i].Offset.Bytes()); off != f.Offset {
+				t.Errorf("%s.%s: C offset %d, Go %d", name, st.Members[i].Name, off, f.Offset)
+			}
+			i++
+		}
+	}
+	if kindOffset != unsafe.Offsetof(bpf.StageWatchEvent{}.Kind) || kindOffset != unsafe.Offsetof(bpf.StageEvent{}.Kind) {
+		t.Errorf("kindOffset %d is not where the records keep their kind", kindOffset)
+	}
+}
+
+func spec(t *testing.T, stages string) *probes.Spec {
+	t.Helper()
+	s, err := probes.Parse("t.yaml", []byte("engine: t\nstages:\n"+stages))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func hashOf(s string) (uint64, error) { return uint64(len(s)) * 1000003, nil }
+
+// What a stage reads compiles into the steps bpf/pyread.h runs; a path it
+// cannot run is refused with a reason (user space reads it instead), and a
+// name the function does not have is an error naming the ones it has.
+func TestCompilePython(t *testing.T) {
+	code := &pyproc.CodeSlots{Names: []string{"self", "batch", "drafts", "out", "cellvar"}, Cell: []bool{false, false, false, false, true},
+		ArgCount: 3, NLocalsPlus: 5, FrameBytes: 8 * 20}
+	type step struct{ op, name uint8 }
+	for _, tc := range []struct {
+		name, stage string
+		minor       int
+		want        [][]step // per field: its steps
+		flags       []uint8
+		roots       []uint8
+		err         string // NotCompiled reason or error
+		missing     bool
+	}{
+		{name: "ids with implicit walk", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n", minor: 12,
+			want: [][]step{{{pyOpAttr, 0}, {pyOpIterSeq, 0}, {pyOpAttr, 1}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
+		{name: "explicit [*], dict keys", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: \"tokens[*]\"}\n", minor: 13,
+			want: [][]step{{{pyOpAttr, 0}, {pyOpIter, 0}}}, flags: []uint8{0}, roots: []uint8{pyRootArg}},
+		{name: "when and own counts from the return", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n    when: {arg: batch, path: mode, equals: 2}\n    accepted: {arg: return, path: \"[*]\", len: true}\n", minor: 11,
+			want:  [][]step{{{pyOpAttr, 0}, {pyOpIterSeq, 0}, {pyOpAttr, 1}}, {{pyOpAttr, 2}}, {{pyOpIter, 0}, {pyOpLen, 0}}},
+			flags: []uint8{pyfIterSeq, 0, pyfLen}, roots: []uint8{pyRootArg, pyRootArg, pyRootReturn}},
+		{name: "a key and an index", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: \"meta[\\\"ids\\\"][-1]\"}\n", minor: 12,
+			want: [][]step{{{pyOpAttr, 0}, {pyOpKey, 1}, {pyOpIndex, 0}, {pyOpIterSeq, 0}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
+		{name: "two [*]", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: \"groups[*].reqs[*]\", id: rid}\n", minor: 12, err: "more than one [*]"},
+		{name: "3.10: a local is not on the caller's stack", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: out, id: rid}\n", minor: 10, err: "not a positional argument"},
+		{name: "3.10: no return value", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, id: rid}\n    accepted: {arg: return, path: \"[*]\"}\n", minor: 10, err: "3.11 and later"},
+		{name: "missing argument", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: model_worker_batch, path: reqs, id: rid}\n", minor: 12,
+			err: "has no argument or local model_worker_batch (it has: self, batch, drafts, out, cellvar)", missing: true},
+		{name: "a long name", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: " + strings.Repeat("x", 41) + "}\n", minor: 12, err: "longer than 40"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := spec(t, tc.stage).Stages["verify"]
+			p, err := CompilePython(PyCompileInput{Stage: st, Minor: tc.minor, Code: code, Hash: hashOf})
+			if tc.err != "" {
+				var missing *MissingNameError
+				if err == nil || !strings.Contains(err.Error(), tc.err) || errorsAs(err, &missing) != tc.missing {
+					t.Fatalf("err %v, want %q (missing name: %v)", err, tc.err, tc.missing)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(p.Prog.Nfields) != len(tc.want) || len(p.Fields) != len(tc.want) {
+				t.Fatalf("%d fields, want %d", p.Prog.Nfields, len(tc.want))
+			}
+			if p.Prog.FrameBytes != 160 || p.Prog.Nlocalsplus != 5 || p.Prog.Nargs != 3 {
+				t.Errorf("sizes %+v", p.Prog)
+			}
+			for i, want := range tc.want {
+				f := p.Prog.Fields[i]
+				var got []step
+				for _, s := range f.Steps[:f.Nsteps] {
+					got = append(got, step{s.Op, s.Name})
+				}
+				if !reflect.DeepEqual(got, want) || f.Flags != tc.flags[i] || f.Root != tc.roots[i] {
+					t.Errorf("field %d (%s): steps %v flags %d root %d, want %v %d %d", i, p.Fields[i].Path, got, f.Flags, f.Root, want, tc.flags[i], tc.roots[i])
+				}
+				if f.Root == pyRootArg && f.Slot != 1 {
+					t.Errorf("field %d: slot %d, want batch's 1", i, f.Slot)
+				}
+			}
+			n := p.Prog.Names[0]
+			if n.Len == 0 || n.Hash != uint64(n.Len)*1000003 {
+				t.Errorf("first name %+v: no hash of its own", n)
+			}
+		})
+	}
+}
+
+func errorsAs(err error, target **MissingNameError) bool {
+	m, ok := err.(*MissingNameError)
+	if ok {
+		*target = m
+	}
+	return ok
+}
+
+// The payload stream decodes into each field's values or its error; a
+// truncated or forged stream is an error, never a panic or wrong values.
+func TestDecodePyPayload(t *testing.T) {
+	str := func(s string) []byte {
+		b := []byte{ptStr, 1, 0, 0}
+		binary.LittleEndian.PutUint16(b[2:], uint16(len(s)))
+		return append(b, s...)
+	}
+	i64 := func(v int64) []byte {
+		b := make([]byte, 9)
+		b[0] = ptInt
+		binary.LittleEndian.PutUint64(b[1:], uint64(v))
+		return b
+	}
+	cat := func(parts ...[]byte) []byte {
+		var out []byte
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	errRec := cat([]byte{pfErr, 4, 2, 3, 0}, make([]byte, 8))
+	ucs2 := []byte{ptStr, 2, 4, 0, 0xe9, 0, 0x41, 0x26}
+	good := cat([]byte{pfBegin, 0, pfList}, str("a"), str("bc"), []byte{pfEnd},
+		[]byte{pfBegin, 1}, i64(-7), []byte{pfEnd},
+		[]byte{pfBegin, 2}, errRec,
+		[]byte{pfBegin, 3}, []byte{ptBool, 1}, []byte{pfEnd},
+		[]byte{pfBegin, 4}, ucs2, []byte{pfEnd})
+	f, err := decodePyPayload(good, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f[0].List || !reflect.DeepEqual(f[0].Values, []any{"a", "bc"}) {
+		t.Errorf("field 0: %+v", f[0])
+	}
+	if f[1].List || !reflect.DeepEqual(f[1].Values, []any{int64(-7)}) {
+		t.Errorf("field 1: %+v", f[1])
+	}
+	if e := f[2].Err; e == nil || e.Code != 4 || e.Step != 2 || e.Item != 3 || !strings.Contains(e.Error(), "item 3: no such attribute") {
+		t.Errorf("field 2: %+v", f[2].Err)
+	}
+	if !reflect.DeepEqual(f[3].Values, []any{true}) || !reflect.DeepEqual(f[4].Values, []any{"é\u2641"}) {
+		t.Errorf("fields 3, 4: %+v %+v", f[3], f[4])
+	}
+	for cut := range len(good) {
+		if _, err := decodePyPayload(good[:cut], 5); err == nil {
+			t.Errorf("cut at %d: no error", cut)
+		}
+	}
+	for _, bad := range [][]byte{
+		{pfBegin, 1, pfEnd},       // fields out of order
+		{0x99},                    // not a field
+		{pfBegin, 0, 0x77, pfEnd}, // unknown tag
+		{pfBegin, 0, ptStr, 3, 2, 0, 'a', 'b', pfEnd}, // 2 bytes of 3-byte characters
+	} {
+		if _, err := decodePyPayload(bad, 1); err == nil {
+			t.Errorf("%x: no error", bad)
+		}
+	}
+}
+
+// FuzzDecodePyPayload: whatever the bytes, decoding ends with fields or an
+// error.
+func FuzzDecodePyPayload(f *testing.F) {
+	f.Add([]byte{pfBegin, 0, pfList, ptInt, 1, 0, 0, 0, 0, 0, 0, 0, pfEnd}, 1)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		_, _ = decodePyPayload(b, n%9)
+	})
+}
+
+type names map[uint64]string
+
+func (n names) Name(ip uint64) string { return n[ip] }
+func (n names) Has(fn string) bool {
+	for _, v := range n {
+		if strings.HasPrefix(v, fn+"+") {
+			return true
+		}
+	}
+	return false
+}
+
+// The watch decoder in a table: +1s and -1s from the places CPython makes
+// them, and from places that are no call.
+func TestWatchDecoder(t *testing.T) {
+	const (
+		push = iota + 1
+		pop
+		evalLoop
+		getCode
+		dealloc
+		unnamed
+	)
+	sym := names{push: "_PyEvalFramePushAndInit+0x30", pop: "_PyEvalFrameClearAndPop+0x12", evalLoop: "_PyEval_EvalFrameDefault+0x99",
+		getCode: "func_get_code+0x4", dealloc: "frame_dealloc+0x20"}
+	type hit struct {
+		refcnt uint64
+		ip     uint64
+		frames int // -1: not counted
+		want   Hit
+	}
+	for _, tc := range []struct {
+		name     string
+		owns     bool // 3.12+
+		stripped bool
+		hits     []hit
+	}{
+		{"push and pop", true, false, []hit{{11, push, -1, HitEntry}, {10, pop, 0, HitExit}}},
+		{"inline push from the eval loop is tentative; f.__code__ read cancels it", true, false,
+			[]hit{{11, evalLoop, -1, HitEntry}, {10, evalLoop, 0, HitCancel}}},
+		{"f.__code__ taken and dropped outside a call", true, false, []hit{{11, getCode, -1, HitIgnored}, {10, evalLoop, 0, HitIgnored}}},
+		{"frame_dealloc on 3.12+ is no call's end", true, false, []hit{{11, push, -1, HitEntry}, {12, pop, -1, HitIgnored}, {11, pop, 0, HitExit}, {10, dealloc, 0, HitIgnored}}},
+		{"frame_dealloc on 3.10 is the pop", false, false, []hit{{11, push, -1, HitEntry}, {10, dealloc, 0, HitExit}}},
+		{"a reference dropped while the call still runs (logging)", true, false,
+			[]hit{{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
+		{"stripped: an unnamed +1 while the function runs is a reference", true, true,
+			[]hit{{11, unnamed, 0, HitEntry}, {12, unnamed, 2, HitIgnored}, {11, unnamed, 3, HitIgnored}, {10, unnamed, 0, HitExit}}},
+		{"freed", true, false, []hit{{0, dealloc, -1, HitFreed}}},
+		{"no change", true, false, []hit{{10, push, -1, HitIgnored}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n Namer = sym
+			if tc.stripped {
+				n = names{}
+			}
+			d := newWatchDecoder(n)
+			d.frameObjectOwnsCode = tc.owns
+			d.watch(3, 0x5000, 10)
+			for i, h := range tc.hits {
+				w := &bpf.StageWatchEvent{Site: 3, Tid: 7, Addr: 0x5000, Refcnt: h.refcnt, Ip: h.ip}
+				if h.frames >= 0 {
+					w.Flags, w.Frames = wFrames, uint8(h.frames)
+				}
+				if got := d.classify(w); got != h.want {
+					t.Errorf("hit %d (count %d at %s): %d, want %d", i, h.refcnt, sym[h.ip], got, h.want)
+				}
+			}
+			if got := d.classify(&bpf.StageWatchEvent{Site: 3, Addr: 0x6000, Refcnt: 99}); got != HitStale {
+				t.Errorf("a hit on a code object no longer watched: %d, want stale", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package tracer
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+type steps struct{ out []spanbuilder.Step }
+
+func (s *steps) Step(st spanbuilder.Step) { s.out = append(s.out, st) }
+
+func pyTarget(t *testing.T, name, yaml string, roles ...loader.PyRole) loader.PyTarget {
+	t.Helper()
+	sp, err := probes.Parse("t.yaml", []byte("engine: t\nstages:\n  "+name+":\n    module: m\n    qualname: f\n"+yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &loader.PyProgram{}
+	for _, r := range roles {
+		p.Fields = append(p.Fields, loader.PyField{Role: r, Path: "x", Steps: []string{"x"}})
+	}
+	return loader.PyTarget{Stage: sp.Stages[name], Program: p}
+}
+
+func read(fields ...loader.PyValues) *loader.PyCallRead { return &loader.PyCallRead{Fields: fields} }
+
+func list(v ...any) loader.PyValues { return loader.PyValues{Values: v, List: true} }
+
+func one(v any) loader.PyValues { return loader.PyValues{Values: []any{v}} }
+
+// pyCalls in a table: what a call's read at the trap makes of its event.
+func TestPyCallsHandle(t *testing.T) {
+	verify := pyTarget(t, "verify", "    requests: {arg: b, path: reqs, id: rid}\n    when: {arg: b, path: mode, equals: 2}\n", loader.RoleRequests, loader.RoleWhen)
+	bad := &loader.PyReadError{Code: 4, Step: 0, Item: 2}
+	for _, tc := range []struct {
+		name     string
+		read     *loader.PyCallRead
+		span     bool
+		cancel   bool
+		requests []string
+		failed   uint64
+		lastErr  string
+	}{
+		{"requests read", read(list("a", "b"), one(int64(2))), true, false, []string{"a", "b"}, 0, ""},
+		{"int ids", read(list(int64(7)), one(int64(2))), true, false, []string{"7"}, 0, ""},
+		{"left out by when", read(list("a"), one(int64(1))), true, true, nil, 0, ""},
+		{"when unreadable: left out, said", read(list("a"), loader.PyValues{Err: bad}), true, true, nil, 1, "when: x: at x: item 2"},
+		{"requests unreadable: serves none", read(loader.PyValues{Err: bad}, one(int64(2))), true, false, []string{}, 1, "verify: x"},
+		{"not an id", read(list(loader.PyObject{Type: 0x10}), one(int64(2))), true, false, []string{}, 1, "not a str or int id"},
+		{"nothing read at the trap", &loader.PyCallRead{Err: &loader.PyReadError{Code: 10, Step: -1, Item: -1}}, true, true, nil, 1, "frame was not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &pyCalls{sites: func(int) (*loader.PyTarget, bool) { return &verify, true }, pending: map[callKey][]pendingRead{}}
+			if !p.handle(&spanbuilder.Event{Site: 0, TID: 1}) {
+				t.Fatal("the entry made no span")
+			}
+			e := &spanbuilder.Event{Site: 0, TID: 1, Exit: true, BootNs: 5, Read: tc.read}
+			if got := p.handle(e); got != tc.span || e.Cancel != tc.cancel || !reflect.DeepEqual(e.Requests, tc.requests) {
+				t.Errorf("span %v cancel %v requests %q, want %v %v %q", got, e.Cancel, e.Requests, tc.span, tc.cancel, tc.requests)
+			}
+			if p.Stats.Failed != tc.failed || !strings.Contains(p.Stats.LastError, tc.lastErr) {
+				t.Errorf("failed %d (%q), want %d (%q)", p.Stats.Failed, p.Stats.LastError, tc.failed, tc.lastErr)
+			}
+		})
+	}
+}
+
+// An accept stage's read goes to the count matching; a verify's own counts
+// straight onto its spans; a request not in drafted gets none.
+func TestPyCallsCounts(t *testing.T) {
+	verify := pyTarget(t, "verify", "    requests: {arg: b, id: rid}\n    accepted: {arg: return, path: \"[*]\", add: -1}\n    drafted: {arg: b, path: \"drafted[*]\"}\n",
+		loader.RoleRequests, loader.RoleAccepted, loader.RoleDrafted)
+	out := &steps{}
+	late := spanbuilder.NewLateAccept(out)
+	p := &pyCalls{sites: func(int) (*loader.PyTarget, bool) { return &verify, true }, late: late, pending: map[callKey][]pendingRead{}}
+	p.handle(&spanbuilder.Event{TID: 1})
+	e := &spanbuilder.Event{TID: 1, Exit: true, BootNs: 9, Read: read(list("a", "b"), list(int64(3), int64(1)), list("a"))}
+	p.handle(e)
+	for _, rid := range []string{"a", "b"} {
+		late.Step(spanbuilder.Step{RequestID: rid, Calls: []spanbuilder.Call{{Stage: "verify", TID: 1, EndBoot: 9}}})
+	}
+	late.Expire(time.Now().Add(time.Hour))
+	if len(out.out) != 2 {
+		t.Fatalf("%d steps out", len(out.out))
+	}
+	if v := out.out[0].Calls[0].Values; len(v) != 1 || v[0].V != 2 {
+		t.Errorf("a: %v, want num_correct_drafts 2 (3 - 1)", v)
+	}
+	if v := out.out[1].Calls[0].Values; len(v) != 0 {
+		t.Errorf("b had no drafts, got %v", v)
+	}
+	// A count list that does not line up with the requests gives none.
+	p.handle(&spanbuilder.Event{TID: 1})
+	p.handle(&spanbuilder.Event{TID: 1, Exit: true, BootNs: 10, Read: read(list("a", "b"), list(int64(3)), list("a"))})
+	if !strings.Contains(p.Stats.LastError, "2 requests but 1 accepted counts") {
+		t.Errorf("last error %q", p.Stats.LastError)
+	}
+}
