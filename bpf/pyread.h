@@ -164,6 +164,11 @@ struct pyscratch {
 	u8 pad[2];
 	u64 keyptr[PY_MAX_NAMES]; // name objects matched in this trap
 	u64 slots[PY_STACK_SCAN]; // 3.10: the caller's value stack
+	u64 head[32];             // an object's first bytes, read at once (py_out_value, py_attr)
+	u64 chunk[16];            // the item pointers of a PY_ITER, read 16 at a time
+	u64 chunk_at;             // the first item chunk holds, +1 (0: none)
+	u64 cflags[PY_MAX_STEPS]; // with ctype: the type's tp_flags and tp_basicsize
+	u64 cbasic[PY_MAX_STEPS];
 	u8 buf[PY_BUF + PY_SLACK];
 };
 
@@ -327,31 +332,38 @@ static __always_inline void py_room(struct pyscratch *s)
 
 // ---- values -------------------------------------------------------------
 
-// out_str copies a compact str: its kind (bytes per character) and data.
-__noinline int py_out_str(u64 obj)
+// py_head reads an object's first bytes into s->head: 128, or fewer when
+// the object ends just before an unmapped page. It returns how many.
+static __always_inline u32 py_head(struct pyscratch *s, u64 obj)
 {
-	struct pyscratch *s = scratch();
-	struct pylayout *L = layout();
-	if (!s || !L)
-		return -1;
-	u64 hdr[5]; // refcnt, type, length, hash, state
-	if (bpf_probe_read_user(hdr, sizeof(hdr), (void *)obj))
+	if (!bpf_probe_read_user(s->head, 128, (void *)obj))
+		return 128;
+	if (!bpf_probe_read_user(s->head, 48, (void *)obj))
+		return 48;
+	if (!bpf_probe_read_user(s->head, 16, (void *)obj))
+		return 16;
+	return 0;
+}
+
+// py_out_str copies a compact str, its header in s->head (got bytes of
+// it): its kind (bytes per character) and data.
+static __always_inline int py_out_str(struct pylayout *L, struct pyscratch *s, struct pyprog *p, u64 obj, u32 got)
+{
+	if (got < 48)
 		return fail(s, PY_E_READ, obj);
-	u32 state = (u32)hdr[4];
+	u32 state = (u32)s->head[4];
 	u32 kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
 	if (!compact || (kind != 1 && kind != 2 && kind != 4))
 		return fail(s, PY_E_TYPE, obj);
-	u64 n = hdr[2] * kind;
-	struct pyprog *p = prog_of(s->site);
-	u32 f = s->field;
-	if (!p || f >= PY_MAX_FIELDS)
-		return -1;
-	u32 maxstr = p->fields[idx(f, PY_MAX_FIELDS - 1)].maxstr;
+	u64 n = s->head[2] * kind;
+	u32 maxstr = p->fields[idx(s->field, PY_MAX_FIELDS - 1)].maxstr;
 	if (maxstr > PY_STR_MAX)
 		maxstr = PY_STR_MAX;
 	if (n > maxstr)
 		return fail(s, PY_E_BIG, n);
-	u64 data = obj + (ascii ? L->ascii_data : L->compact_data);
+	u32 d = ascii ? L->ascii_data : L->compact_data;
+	if (d > 0x48)
+		return fail(s, PY_E_TYPE, obj);
 	u32 o = s->off;
 	if (o >= PY_BUF)
 		return fail(s, PY_E_BIG, o);
@@ -360,36 +372,38 @@ __noinline int py_out_str(u64 obj)
 	b[1] = kind;
 	u16 n16 = n;
 	__builtin_memcpy(b + 2, &n16, 2);
-	if (n > 0 && bpf_probe_read_user(b + 4, n & (2 * PY_STR_MAX - 1), (void *)data))
-		return fail(s, PY_E_READ, data);
+	n &= 2 * PY_STR_MAX - 1;
+	if (n > 0) {
+		// From the bytes already read when they hold the text.
+		int r = d + n <= got ? bpf_probe_read_kernel(b + 4, n, (u8 *)s->head + d)
+				     : bpf_probe_read_user(b + 4, n, (void *)(obj + d));
+		if (r)
+			return fail(s, PY_E_READ, obj + d);
+	}
 	s->off = o + 4 + n;
 	return 0;
 }
 
-// py_out_int writes an int (or an int subclass: IntEnum) that fits 64 bits.
-__noinline int py_out_int(u64 obj, int boolean)
+// py_out_int writes an int (or an int subclass: IntEnum) that fits 64
+// bits, its header and digits in s->head.
+static __always_inline int py_out_int(struct pylayout *L, struct pyscratch *s, u64 obj, u32 got, int boolean)
 {
-	struct pyscratch *s = scratch();
-	struct pylayout *L = layout();
-	if (!s || !L)
-		return -1;
-	u64 w[4]; // ob_size or lv_tag, then up to 3 digits of 30 bits
-	if (bpf_probe_read_user(w, 20, (void *)(obj + 0x10)))
+	if (got < 48)
 		return fail(s, PY_E_READ, obj);
 	u64 n;
 	int neg = 0;
 	if (L->long_tagged) {
-		u64 tag = w[0];
+		u64 tag = s->head[2];
 		if ((tag & 3) == 3)
 			return fail(s, PY_E_TYPE, obj);
 		neg = (tag & 3) == 2;
 		n = (tag & 3) == 1 ? 0 : tag >> 3;
 	} else {
-		s64 size = (s64)w[0];
+		s64 size = (s64)s->head[2];
 		neg = size < 0;
 		n = neg ? -size : size;
 	}
-	u32 *d = (u32 *)&w[1];
+	u32 *d = (u32 *)&s->head[3];
 	u64 mag = 0;
 	if (n > 3 || (n == 3 && d[2] >= 16))
 		return fail(s, PY_E_NOTINT, obj);
@@ -418,13 +432,24 @@ __noinline int py_out_value(u64 obj, int len)
 	struct pylayout *L = layout();
 	if (!s || !L)
 		return -1;
+	struct pyprog *p = prog_of(s->site);
+	if (!p)
+		return -1;
 	if (!len && obj == L->none && obj) {
 		out_u8(s, PY_T_NONE);
 		return 0;
 	}
-	u64 t = obj_type(s, obj);
-	if (!t)
-		return -1;
+	// One read: the header, and a str's text or an int's digits with it.
+	if (!objptr(obj))
+		return fail(s, PY_E_READ, obj);
+	u32 got = py_head(s, obj);
+	if (!got)
+		return fail(s, PY_E_READ, obj);
+	if ((s64)s->head[0] <= 0)
+		return fail(s, PY_E_FREED, obj);
+	u64 t = s->head[1];
+	if (!objptr(t))
+		return fail(s, PY_E_READ, t);
 	int bad = 0;
 	u64 flags = 0;
 	if (t != L->t_str && t != L->t_long && t != L->t_list && t != L->t_tuple && t != L->t_dict)
@@ -433,24 +458,21 @@ __noinline int py_out_value(u64 obj, int len)
 		return fail(s, PY_E_READ, t);
 	if (len) {
 		u64 n;
-		if (t == L->t_dict || flags & TPF_DICT_SUBCLASS)
-			n = rd64(obj + 0x10, &bad); // ma_used
-		else if (t == L->t_list || t == L->t_tuple || flags & (TPF_LIST_SUBCLASS | TPF_TUPLE_SUBCLASS))
-			n = rd64(obj + 0x10, &bad); // ob_size
+		if (t == L->t_dict || flags & TPF_DICT_SUBCLASS || t == L->t_list || t == L->t_tuple ||
+		    flags & (TPF_LIST_SUBCLASS | TPF_TUPLE_SUBCLASS))
+			n = s->head[2]; // ma_used, ob_size
 		else
 			return fail(s, PY_E_TYPE, t);
-		if (bad)
-			return fail(s, PY_E_READ, obj);
 		out_u8(s, PY_T_INT);
 		out_u64(s, n);
 		return 0;
 	}
 	if (t == L->t_str || flags & TPF_UNICODE_SUBCLASS)
-		return py_out_str(obj);
+		return py_out_str(L, s, p, obj, got);
 	if (t == L->t_bool)
-		return py_out_int(obj, 1);
+		return py_out_int(L, s, obj, got, 1);
 	if (t == L->t_long || flags & TPF_LONG_SUBCLASS)
-		return py_out_int(obj, 0);
+		return py_out_int(L, s, obj, got, 0);
 	out_u8(s, PY_T_OBJ);
 	out_u64(s, t);
 	return 0;
@@ -681,6 +703,62 @@ static __always_inline u64 py_dict_get(struct pylayout *L, struct pyscratch *s, 
 
 #define T_OBJECT 6
 
+// py_attr_cached reads obj's attribute at step k where s->ctype[k] says it
+// is: 0 when obj is not of that type (or keeps this one elsewhere), then
+// found the long way.
+static __always_inline u64 py_attr_cached(struct pylayout *L, struct pyscratch *s, u64 obj, u32 k)
+{
+	u64 *h = s->head; // [obj-0x20, obj+0x60)
+	if (bpf_probe_read_user(h, 128, (void *)(obj - 0x20)))
+		return 0;
+	if ((s64)h[4] <= 0 || h[5] != s->ctype[k])
+		return 0;
+	s64 c = s->cval[k];
+	int bad = 0;
+	u64 v = 0;
+	if (s->ckind[k] == PY_C_SLOT) {
+		if (c >= 0x10 && c <= 0x58 && !(c & 7))
+			v = h[idx((0x20 + c) / 8, 15)];
+		else
+			v = rd64(obj + c, &bad);
+		if (bad)
+			fail(s, PY_E_READ, obj);
+		else if (!v)
+			fail(s, PY_E_UNSET, obj);
+		return v;
+	}
+	if (s->ckind[k] != PY_C_SHARED || c < 0 || c >= 1 << 20 || !(s->cflags[k] & TPF_MANAGED_DICT))
+		return 0;
+	u64 values = 0;
+	switch (L->minor) {
+	case 11:
+		if (!h[1])
+			values = h[0];
+		break;
+	case 12:
+		if (h[1] & 1)
+			values = h[1] + 1;
+		break;
+	default:
+		if (!h[1] && s->cflags[k] & TPF_INLINE_VALUES) {
+			u64 bs = s->cbasic[k];
+			// capacity and valid bytes, then values[c], inside what was read?
+			u64 at = 0x20 + bs, slot = at + 8 + 8 * c;
+			if (bs >= 0x10 && slot + 8 <= 128) {
+				u8 *hb = (u8 *)h;
+				u8 cap = hb[idx(at, 127)], valid = hb[idx(at + 3, 127)];
+				if (!valid || c >= cap)
+					return 0;
+				return h[idx(slot / 8, 15)];
+			}
+			values = obj + bs;
+		}
+	}
+	if (!values)
+		return 0; // a dict of its own: the long way
+	return py_values_at(L, values, c, &bad);
+}
+
 // py_attr resolves obj.name (the name of the field's step): the instance's
 // own attributes, then its class's along the MRO (a __slots__ member read
 // from the object, a plain class attribute as it is; properties refused).
@@ -699,19 +777,26 @@ __noinline u64 py_attr(u64 obj, u32 step)
 	u32 nm = p->fields[idx(f, PY_MAX_FIELDS - 1)].steps[idx(step, PY_MAX_STEPS - 1)].name;
 	if (nm >= PY_MAX_NAMES)
 		return 0;
+	if (!objptr(obj)) {
+		fail(s, PY_E_READ, obj);
+		return 0;
+	}
+	u32 k = idx(step, PY_MAX_STEPS - 1);
+	if (s->ctype[k]) {
+		// A batch's next item: where the attribute is was found on the
+		// first, and one read of the object (with the managed-dict words
+		// before it and the values after it) is usually all it takes.
+		u64 v = py_attr_cached(L, s, obj, k);
+		if (v)
+			return v;
+		if (s->err != PY_OK)
+			return 0;
+	}
 	u64 t = obj_type(s, obj);
 	if (!t)
 		return 0;
 	int bad = 0;
 	u64 v = 0;
-	if (s->ctype[idx(step, PY_MAX_STEPS - 1)] == t && s->ckind[idx(step, PY_MAX_STEPS - 1)] == PY_C_SLOT) {
-		v = rd64(obj + s->cval[idx(step, PY_MAX_STEPS - 1)], &bad);
-		if (bad)
-			fail(s, PY_E_READ, obj);
-		else if (!v)
-			fail(s, PY_E_UNSET, obj);
-		return v;
-	}
 	u64 flags = type_flags(L, t, &bad);
 	u64 values, dict;
 	py_instance_store(L, obj, t, flags, &values, &dict, &bad);
@@ -721,15 +806,15 @@ __noinline u64 py_attr(u64 obj, u32 step)
 	}
 	if (values) {
 		s64 ix;
-		if (s->ctype[idx(step, PY_MAX_STEPS - 1)] == t && s->ckind[idx(step, PY_MAX_STEPS - 1)] == PY_C_SHARED) {
-			ix = s->cval[idx(step, PY_MAX_STEPS - 1)];
-		} else {
+		{
 			u64 keys = rd64(t + L->ht_cached_keys, &bad);
 			ix = bad ? -2 : py_keys_lookup(keys, nm);
 			if (ix >= 0) {
-				s->ctype[idx(step, PY_MAX_STEPS - 1)] = t;
-				s->ckind[idx(step, PY_MAX_STEPS - 1)] = PY_C_SHARED;
-				s->cval[idx(step, PY_MAX_STEPS - 1)] = ix;
+				s->ctype[k] = t;
+				s->ckind[k] = PY_C_SHARED;
+				s->cval[k] = ix;
+				s->cflags[k] = flags;
+				s->cbasic[k] = rd64(t + L->tp_basicsize, &bad);
 			}
 		}
 		if (ix >= 0) {
@@ -923,7 +1008,15 @@ static long py_item_cb(u64 i, void *unused)
 	u64 obj;
 	switch (s->ikind) {
 	case 0:
-		obj = rd64(s->items + 8 * i, &bad);
+		// Sixteen item pointers a read.
+		if (s->chunk_at != (i & ~15ULL) + 1) {
+			u64 left = s->nitems - (i & ~15ULL);
+			u32 n = left < 16 ? left : 16;
+			if (bpf_probe_read_user(s->chunk, idx(n, 15) * 8 + (n == 16 ? 128 : 0), (void *)(s->items + 8 * (i & ~15ULL))))
+				bad = 1;
+			s->chunk_at = (i & ~15ULL) + 1;
+		}
+		obj = s->chunk[idx(i, 15)];
 		break;
 	case 3:
 		obj = s->items;
@@ -1341,6 +1434,7 @@ __noinline int py_field(u32 f)
 		if (!py_iter(L, s, obj, fl->flags & PYF_ITER_SEQ)) {
 			s->first = it + 1;
 			s->last = n;
+			s->chunk_at = 0;
 			if (s->ikind != 3)
 				out_u8(s, PY_F_LIST);
 			bpf_loop(s->nitems, py_item_cb, NULL, 0);

@@ -161,6 +161,11 @@ type StagePyscratch struct {
 	_         [6]byte
 	Keyptr    [8]uint64
 	Slots     [64]uint64
+	Head      [32]uint64
+	Chunk     [16]uint64
+	ChunkAt   uint64
+	Cflags    [8]uint64
+	Cbasic    [8]uint64
 	Buf       [16896]uint8
 }
 

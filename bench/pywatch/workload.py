@@ -11,9 +11,13 @@
 # its stdin closes.
 #
 # usage: workload.py DURATION EVERY CPU   (CPU: pin the process there; -1: don't)
-#   MODE  plain: call stage() bare;
+#   MODE  plain: call stage() bare; plain:N with a batch of N requests
+#         (default 32);
 #         span: wrap each stage() call in a minimal in-process span record,
 #         what a tracer inside the engine does today.
+#
+# stage(batch) takes a list of requests, each with a str rid (a uuid's hex),
+# as an engine's batch holds them: what specprobe reads at its return.
 import os
 import sys
 from time import perf_counter_ns
@@ -23,10 +27,16 @@ def unrelated(x):
     return x + 1
 
 
+class Req:
+    def __init__(self, i):
+        self.rid = "%032x" % (i * 2654435761)
+        self.n = i
+
+
 def stage(batch):
     total = 0
-    for x in batch:
-        total += x * x
+    for r in batch:
+        total += r.n * r.n
     return total
 
 
@@ -51,7 +61,8 @@ def run(mode, duration_ns, every):
     f = unrelated
     st = stage
     pc = perf_counter_ns
-    batch = list(range(32))
+    mode, _, n = mode.partition(":")
+    batch = [Req(i) for i in range(int(n or 32))]
     finished = []
     calls = stages = stage_ns = 0
     start = pc()
