@@ -27,7 +27,7 @@ GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkSampler|BenchmarkStageAttrs' -be
 echo
 echo "== Python stage: unrelated calls while watched, cost per watched call vs a bare watchpoint, USDT function__return, an in-process span (bench/pywatch)"
 go build -o bin/pywatch ./bench/pywatch
-pinned ./bin/pywatch -rounds 11
+pinned ./bin/pywatch -rounds 7
 echo
 echo "== reading a batch of N Python requests from outside: batched (level by level, vectored reads) vs item by item (bench/pyread)"
 go build -o bin/pyread ./bench/pyread
