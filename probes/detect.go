@@ -99,3 +99,30 @@ func ByPriority(specs []*Spec) []*Spec {
 	slices.SortStableFunc(out, func(a, b *Spec) int { return b.Match.Priority - a.Match.Priority })
 	return out
 }
+
+// DetectServer is Detect for a process that may be one of several of a
+// server (procgroup): besides its own match, a spec that places its stages
+// by process title (Stage.Process) may be matched by another process of
+// the server (vLLM with TP > 1: the speculator's module is imported in the
+// workers, not in EngineCore). Of the matches, the highest priority wins,
+// the attached process's first among equals.
+func DetectServer(specs []*Spec, attached Process, others []Process) *Spec {
+	best := Detect(specs, attached)
+	for _, p := range others {
+		s := Detect(specs, p)
+		if s != nil && s.Placed() && (best == nil || s.Match.Priority > best.Match.Priority) {
+			best = s
+		}
+	}
+	return best
+}
+
+// Placed tells whether a stage of the spec names the processes it runs in.
+func (s *Spec) Placed() bool {
+	for _, st := range s.Stages {
+		if len(st.Process) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
-	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -149,20 +148,7 @@ func chooseSpec(pid int, file, engine string) (*probes.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	var libs []string
-	if maps, err := loader.Mappings(pid); err == nil {
-		for _, m := range maps {
-			libs = append(libs, m.Path)
-		}
-	}
-	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid), Mapped: libs}
-	var python string
-	if py, err := pyproc.Attach(pid); err == nil {
-		defer py.Close()
-		python = fmt.Sprintf(", python %s", py.Version())
-		proc.HasModule = func(m string) bool { ok, _ := py.HasModule(m); return ok }
-	}
-	if s := probes.Detect(specs, proc); s != nil {
+	if s, python := tracer.Detect(specs, pid); s != nil {
 		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s\n", s.Label(), python)
 		return s, nil
 	}
