@@ -53,6 +53,7 @@ const (
 	reasonCorrupt      = "corrupt_memory"     // its interpreter state loops (a list that does not end)
 	reasonPathSwapped  = "path_swapped"       // a file it maps is reached through a symlink put there since
 	reasonExecRate     = "exec_rate"          // its user execs faster than execRate: left to the rescan
+	reasonSpecMismatch = "spec_mismatch"      // the spec names an argument its function lacks (another version of the engine)
 )
 
 var errExecLoop = errors.New("more than 20 execs in 10s")
@@ -84,6 +85,9 @@ func reasonOf(err error, ctx context.Context) string {
 		return reasonCorrupt
 	case errors.Is(err, safefile.ErrSymlink):
 		return reasonPathSwapped
+	case errors.As(err, new(*loader.MissingNameError)):
+		// Not tried again: the process runs code the spec was not written for.
+		return reasonSpecMismatch
 	}
 	return ""
 }

@@ -441,3 +441,44 @@ func TestDaemonWorkerVariant(t *testing.T) {
 		})
 	}
 }
+
+// TestDaemonRefusesDrift: the daemon, given a spec written for another
+// shape of the engine (autumn 2026's, whose draft reads model_worker_batch),
+// does not attach it to today's scheduler: one failure naming the arguments
+// the function has, counted as spec_mismatch, and no second try.
+func TestDaemonRefusesDrift(t *testing.T) {
+	needRoot(t)
+	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	if !fileExists(py) {
+		t.Skipf("interpreter %s not installed", py)
+	}
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleetWith(t, cfg, autumnSpecs(t, "sglang"))
+	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	cmd, _ := launch(t, titled("sglang::scheduler", py, script, "--requests", "4", "--wait-signal",
+		"--log", filepath.Join(t.TempDir(), "truth.jsonl"))...)
+	pid := cmd.Process.Pid
+	e := f.next(t, pid, "failed", 10*time.Second)
+	want := "stage draft: EagleDraftWorker.draft has no argument model_worker_batch (its arguments: self, batch"
+	if !strings.Contains(e.Reason, want) {
+		t.Fatalf("failed for %q, want %q", e.Reason, want)
+	}
+	// Another look would fail the same way: none is made.
+	deadline := time.After(3 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case e := <-f.events:
+			if e.PID == pid {
+				t.Fatalf("after the refusal: %s %s (%s)", e.Kind, e.Engine, e.Reason)
+			}
+		case <-deadline:
+			waiting = false
+		}
+	}
+	if n := f.d.Totals().Rejected["spec_mismatch"]; n != 1 {
+		t.Errorf("spec_mismatch counted %d times, want 1", n)
+	}
+	f.stop()
+	assertNoProbesLeft(t)
+}

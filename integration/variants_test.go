@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/specprobe/specprobe/daemon"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // The engine variants beyond the default specs: the autumn-2026 shapes of
@@ -65,6 +67,52 @@ func TestSGLangAutumnShapes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCatalogSurvivesRename: the catalog's SGLang specs name the draft's
+// argument as [batch, model_worker_batch], so they trace the autumn-2026
+// shapes as they do today's: every span equal to the log.
+func TestCatalogSurvivesRename(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, w := range []struct{ worker, engine string }{
+		{"eagle_v2", "sglang"},
+		{"standalone", "sglang-standalone"},
+		{"frozen_kv_mtp", "sglang-frozen-kv-mtp"},
+		{"multi_layer_eagle", "sglang-multi-layer-eagle"},
+	} {
+		spec, err := probes.Lookup(w.engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, py := range []string{interpreters[0], "/root/.pyenv/versions/3.12.1/bin/python3"} {
+			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				cmd, log := startPyTarget(t, script, py, "--shape", "autumn2026", "--worker", w.worker)
+				traceCompare(t, spec, cmd, log, nil, 0)
+			})
+		}
+	}
+}
+
+// TestDriftRefused: a spec written for another shape of the program (the
+// autumn-2026 SGLang spec, whose draft reads model_worker_batch) is refused
+// at attach against today's target, naming the arguments the function has,
+// and nothing is left armed.
+func TestDriftRefused(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	spec := autumnSpecs(t, "sglang")[0]
+	cmd, _ := startPyTarget(t, script, "/root/.pyenv/versions/3.12.1/bin/python3")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := tracer.Run(ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, ImportWait: 5 * time.Second})
+	want := "stage draft: EagleDraftWorker.draft has no argument model_worker_batch (its arguments: self, batch"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("attach: %v\nwant an error containing %q", err, want)
+	}
+	t.Log(err)
+	assertNoProbesLeft(t)
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Fatalf("the target is gone: %v", err)
 	}
 }
 

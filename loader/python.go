@@ -76,6 +76,10 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 				}
 			}
 			if err := compileTarget(proc, &t); err != nil {
+				var missing *MissingNameError
+				if errors.As(err, &missing) {
+					return nil, fmt.Errorf("%s: %w", spec.File, err) // it names the stage and function
+				}
 				return nil, fmt.Errorf("%s: stage %s (%s.%s): %w", spec.File, name, st.Module, st.Qualname, err)
 			}
 			out = append(out, t)
@@ -100,6 +104,11 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 		}
 		in.CallerAddr = t.ReadFrom.Addr
 	}
+	st, err := ResolveArgs(t.Stage, code, in.Caller, t.Stage.ReadFrom)
+	if err != nil {
+		return err
+	}
+	t.Stage, in.Stage = st, st
 	if name, err := proc.CodeName(t.Code.Addr); err == nil {
 		if err := proc.CheckNameHash(name); err != nil {
 			t.NotCompiled = err.Error()

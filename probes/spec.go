@@ -5,6 +5,7 @@ package probes
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/specprobe/specprobe/spanschema"
 )
@@ -99,16 +100,40 @@ type Stage struct {
 // or an int, as written).
 type PyCond struct {
 	Arg, Path, Equals string
+	ArgChoice         *ArgChoice
 	Line              int
 }
 
 // PyList is a list read from an argument of a Python frame.
 type PyList struct {
-	Arg  string
-	Path string
-	Len  bool  // each item's length instead of the item (vLLM: sampled tokens)
-	Add  int64 // added to each count (-1: the bonus token)
-	Line int
+	Arg       string
+	ArgChoice *ArgChoice
+	Path      string
+	Len       bool  // each item's length instead of the item (vLLM: sampled tokens)
+	Add       int64 // added to each count (-1: the bonus token)
+	Line      int
+}
+
+// ReturnArg names a stage's return value where a spec names an argument.
+const ReturnArg = "return"
+
+// ArgChoice is an argument given other than by one name, so that a spec
+// survives a rename: the first of Names the function has (arg: [batch,
+// model_worker_batch]), or the argument at Position of its signature (arg:
+// 1; 0 is self for a method). It is resolved at attach against the
+// function's code object (loader), which sets the read's Arg to the name
+// chosen; until then Arg is "".
+type ArgChoice struct {
+	Names    []string
+	Position int // when Names is empty
+}
+
+// String is the choice as a spec writes it.
+func (c *ArgChoice) String() string {
+	if len(c.Names) == 0 {
+		return fmt.Sprintf("argument %d", c.Position)
+	}
+	return "[" + strings.Join(c.Names, ", ") + "]"
 }
 
 // IsPython tells a Python stage from a native one.
@@ -118,7 +143,8 @@ func (s *Stage) IsPython() bool { return s.Module != "" }
 // from the argument Arg, each request's id at ID (read while the call runs).
 // A path that ends in a single str or int names one request.
 type PyRequests struct {
-	Arg string
+	Arg       string
+	ArgChoice *ArgChoice // Arg given as a list of names or a position
 	// Path is "" when the argument itself holds the requests.
 	Path string
 	// ID is the id's path in each item; "" when the items are the ids
