@@ -201,7 +201,8 @@ func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool
 	for _, m := range maps {
 		mapped = append(mapped, m.Path)
 	}
-	proc := probes.Process{Exe: exe, Cmdline: loader.Cmdline(pid), Mapped: mapped, RequireModule: true}
+	args, _ := procfs.Cmdline(pid)
+	proc := probes.Process{Exe: exe, Cmdline: strings.Join(args, " "), Title: probes.Title(args), Mapped: mapped, RequireModule: true}
 	python := d.pythonSpecs && looksPython(exe, mapped)
 	var pyErr error
 	if python {
@@ -219,7 +220,11 @@ func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool
 			return ok
 		}
 	}
-	if s := probes.Detect(d.opts.Specs, proc); s != nil {
+	s, err := probes.Detect(d.opts.Specs, proc)
+	switch {
+	case err != nil:
+		return nil, false, err // another rank of its group is traced
+	case s != nil:
 		return s, false, nil
 	}
 	switch {

@@ -54,6 +54,7 @@ const (
 	reasonPathSwapped  = "path_swapped"       // a file it maps is reached through a symlink put there since
 	reasonExecRate     = "exec_rate"          // its user execs faster than execRate: left to the rescan
 	reasonSpecMismatch = "spec_mismatch"      // the spec names an argument its function lacks (another version of the engine)
+	reasonOtherRank    = "other_rank"         // not the rank its spec traces: another process of its group makes the same spans
 )
 
 var errExecLoop = errors.New("more than 20 execs in 10s")
@@ -85,6 +86,8 @@ func reasonOf(err error, ctx context.Context) string {
 		return reasonCorrupt
 	case errors.Is(err, safefile.ErrSymlink):
 		return reasonPathSwapped
+	case errors.As(err, new(*probes.OtherRankError)):
+		return reasonOtherRank
 	case errors.As(err, new(*loader.MissingNameError)):
 		// Not tried again: the process runs code the spec was not written for.
 		return reasonSpecMismatch
@@ -235,8 +238,8 @@ func (d *Daemon) decide(l look, now time.Time) {
 		return
 	}
 	switch {
-	case l.reason == reasonNotSelected:
-		d.countLocked(c.id, reasonNotSelected, l.err, c.id.PID)
+	case l.reason == reasonNotSelected || l.reason == reasonOtherRank:
+		d.countLocked(c.id, l.reason, l.err, c.id.PID)
 		delete(d.cands, c.id.PID)
 		c.close()
 		d.ignored[c.id] = true

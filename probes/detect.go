@@ -19,12 +19,30 @@ type Process struct {
 	// command line but runs no stage: the daemon, which attaches to every
 	// process it finds, sets it; attach, told the PID, does not.
 	RequireModule bool
+	// Title is the process's title (its first argument, where setproctitle
+	// writes it), from which a spec's match.ranks reads its ranks.
+	Title string
+	// AnyRank traces a process whatever rank it is (attach --any-rank).
+	AnyRank bool
 }
 
 // Detect returns the spec whose match section fits the process, or nil; of
 // several, the one with the highest match priority, then the first. It is
 // the one place a spec is chosen for a process, by attach and the daemon.
-func Detect(specs []*Spec, p Process) *Spec {
+// A process that fits a spec but is not the rank it traces (match.ranks)
+// gets no spec and an *OtherRankError naming both.
+func Detect(specs []*Spec, p Process) (*Spec, error) {
+	s := detect(specs, p)
+	if s == nil || p.AnyRank {
+		return s, nil
+	}
+	if err := s.CheckRank(p.Title); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func detect(specs []*Spec, p Process) *Spec {
 	for _, s := range ByPriority(specs) {
 		mods := s.EngineModules()
 		if !(p.RequireModule && len(mods) > 0) && s.Matches(p.Exe, p.Cmdline, p.Mapped) {

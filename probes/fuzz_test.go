@@ -37,6 +37,7 @@ func FuzzParse(f *testing.F) {
 		minimal + "  accept:\n    binary: b\n    symbol: a\n    scope: batch\n",
 		minimal + "  draft:\n    binary: b\n    symbol: d\n",
 		"engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: [batch, model_worker_batch], path: reqs, id: rid}\n    when: {arg: 1, path: mode, equals: 2}\n",
+		"engine: e\nmatch:\n  ranks:\n    tp: {title: '_TP([0-9]+)', default: 0, only: 0, attribute: e.tp}\nstages:\n  verify: {module: m, qualname: f}\n",
 		"engine: e\nstages:\n  verify: &v\n    binary: b\n    symbol: v\n    scope: batch\n  draft: *v\n",
 	} {
 		f.Add([]byte(bad))
@@ -74,6 +75,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if s.Stages[probes.Verify] == nil {
 			t.Fatalf("accepted a spec without a verify stage")
+		}
+		for _, r := range s.Match.Ranks {
+			if r.Title == nil || r.Title.NumSubexp() != 1 || (r.Only != nil && *r.Only < 0) || (r.Default != nil && *r.Default < 0) {
+				t.Fatalf("rank %+v", r)
+			}
+			if _, err := s.Match.RanksOf(string(data)); err != nil && !strings.Contains(err.Error(), "is not a rank") {
+				t.Fatalf("RanksOf: %v", err)
+			}
 		}
 		for name, st := range s.Stages {
 			if st == nil || st.Name != name {

@@ -213,9 +213,12 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 		}
 	}
 	if m, ok := f["match"]; ok {
-		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority")
+		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority", "ranks")
 		if v, ok := mf["priority"]; ok {
 			s.Match.Priority = int(p.int(v, "match.priority"))
+		}
+		if v, ok := mf["ranks"]; ok {
+			s.Match.Ranks = p.ranks(v)
 		}
 		for key, dst := range map[string]*[]string{"exe": &s.Match.Exe, "cmdline": &s.Match.Cmdline, "library": &s.Match.Library, "module": &s.Match.Module} {
 			if v, ok := mf[key]; ok {

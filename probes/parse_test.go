@@ -267,7 +267,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
 			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages)`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
-			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority)`}},
+			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority, ranks)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,
 			[]string{`stages: unknown key "prefill" (expected one of draft, verify, accept, draft_extend)`}},
 		{"unknown stage key", minimal + "    sym: x\n", 7,
@@ -621,26 +621,26 @@ func TestDetect(t *testing.T) {
 	b := &probes.Spec{Engine: "b", Match: probes.Match{Exe: []string{"foo"}}}
 	c := &probes.Spec{Engine: "c", Match: probes.Match{Cmdline: []string{"foo"}}}
 	specs := []*probes.Spec{a, b, c}
-	if got := probes.Detect(specs, probes.Process{Exe: "foo", Cmdline: "foo --x", Mapped: []string{"/lib/libfoo.so.1"}}); got != a {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "foo", Cmdline: "foo --x", Mapped: []string{"/lib/libfoo.so.1"}}); got != a {
 		t.Errorf("Detect = %v, want the first matching spec (a)", got)
 	}
-	if got := probes.Detect(specs, probes.Process{Exe: "foo", Cmdline: "", Mapped: nil}); got != b {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "foo", Cmdline: "", Mapped: nil}); got != b {
 		t.Errorf("Detect by exe = %v, want b", got)
 	}
-	if got := probes.Detect(specs, probes.Process{Exe: "bar", Cmdline: "bar foo", Mapped: nil}); got != c {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "bar", Cmdline: "bar foo", Mapped: nil}); got != c {
 		t.Errorf("Detect by cmdline = %v, want c", got)
 	}
-	if got := probes.Detect(specs, probes.Process{Exe: "bar", Cmdline: "bar", Mapped: []string{"/lib/libbar.so"}}); got != nil {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "bar", Cmdline: "bar", Mapped: []string{"/lib/libbar.so"}}); got != nil {
 		t.Errorf("Detect = %v, want nil", got)
 	}
-	if got := probes.Detect(nil, probes.Process{Exe: "foo", Cmdline: "foo", Mapped: nil}); got != nil {
+	if got := detectNoErr(t, nil, probes.Process{Exe: "foo", Cmdline: "foo", Mapped: nil}); got != nil {
 		t.Errorf("Detect(nil) = %v, want nil", got)
 	}
 	cat, err := probes.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := probes.Detect(cat, probes.Process{Exe: "specdemo", Cmdline: "./specdemo --threads 2", Mapped: nil}); got == nil || got.Engine != "demo" {
+	if got := detectNoErr(t, cat, probes.Process{Exe: "specdemo", Cmdline: "./specdemo --threads 2", Mapped: nil}); got == nil || got.Engine != "demo" {
 		t.Errorf("Detect(catalog, specdemo) = %v, want demo", got)
 	}
 }
@@ -697,10 +697,10 @@ func TestParseRejectsEmptyBinaryAndSymbol(t *testing.T) {
 func TestDetectByModule(t *testing.T) {
 	py := &probes.Spec{Engine: "py", Match: probes.Match{Module: []string{"sglang.srt.managers.scheduler"}}}
 	has := func(m string) bool { return m == "sglang.srt.managers.scheduler" }
-	if got := probes.Detect([]*probes.Spec{py}, probes.Process{Exe: "python3", HasModule: has}); got != py {
+	if got := detectNoErr(t, []*probes.Spec{py}, probes.Process{Exe: "python3", HasModule: has}); got != py {
 		t.Errorf("by module: %v", got)
 	}
-	if got := probes.Detect([]*probes.Spec{py}, probes.Process{Exe: "python3"}); got != nil {
+	if got := detectNoErr(t, []*probes.Spec{py}, probes.Process{Exe: "python3"}); got != nil {
 		t.Errorf("not Python: %v", got)
 	}
 }
@@ -726,8 +726,18 @@ func TestDetectRequireModule(t *testing.T) {
 		{"daemon: stage module imported", probes.Process{Exe: "python3", HasModule: worker, RequireModule: true}, py},
 		{"daemon: native", probes.Process{Exe: "llama-server", RequireModule: true}, native},
 	} {
-		if got := probes.Detect(specs, tc.p); got != tc.want {
+		if got := detectNoErr(t, specs, tc.p); got != tc.want {
 			t.Errorf("%s: Detect = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// detectNoErr is probes.Detect for processes whose ranks are not in question.
+func detectNoErr(t *testing.T, specs []*probes.Spec, p probes.Process) *probes.Spec {
+	t.Helper()
+	s, err := probes.Detect(specs, p)
+	if err != nil {
+		t.Errorf("Detect: %v", err)
+	}
+	return s
 }

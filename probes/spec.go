@@ -56,6 +56,9 @@ type Match struct {
 	// highest wins. An engine's variant (a worker whose module is imported
 	// only when it runs) sets 1 to win over the engine's default spec.
 	Priority int
+	// Ranks read the process's parallelism ranks from its title: which
+	// one is traced, and the resource attributes (ranks.go).
+	Ranks []*Rank
 }
 
 // Scope says which requests one call of a stage serves.

@@ -128,10 +128,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer py.close()
-	procs, tp := pipeline(cfg)
+	ranks := processRanks(cfg.PID, cfg.Spec)
+	procs, tp := pipeline(cfg, ranks)
 	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
 	// can take a second, which events would otherwise wait out in the kernel.
-	gpus := startGPU(cfg)
+	gpus := startGPU(cfg, ranks)
 	abandon := func() {
 		ctx, cancel := cfg.flushContext()
 		defer cancel()
@@ -169,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
-	labels := newThreadLabels(cfg.PID, cfg.Spec.Engine)
+	labels := newThreadLabels(cfg.PID, cfg.Spec.Engine, ranks)
 	sink.Thread = labels.thread
 	if cfg.RequestIdle > 0 {
 		sink.IdleAfter = cfg.RequestIdle
@@ -280,13 +281,13 @@ func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 	return out
 }
 
-func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
+func pipeline(cfg Config, ranks []probes.RankValue) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
 	sampler := cfg.Sampler
 	if sampler == nil {
 		sampler = sdktrace.AlwaysSample()
 	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource)),
+		sdktrace.WithResource(processResource(cfg, ranks)),
 		sdktrace.WithSampler(sampler),
 	}
 	var procs []*export.QueueProcessor
