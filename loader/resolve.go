@@ -18,6 +18,31 @@ type Target struct {
 
 // Resolve finds every stage of spec in the files pid maps.
 func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
+	checks, err := CheckNative(pid, spec, skipEndbr)
+	if err != nil {
+		return nil, err
+	}
+	var out []Target
+	for _, c := range checks {
+		if c.Err != nil {
+			return nil, c.Err
+		}
+		out = append(out, *c.Target)
+	}
+	return out, nil
+}
+
+// NativeCheck is what a dry run found for one native stage: its target, or
+// why it was not found.
+type NativeCheck struct {
+	Stage  *probes.Stage
+	Target *Target
+	Err    error
+}
+
+// CheckNative resolves every native stage of spec as Resolve does, each on
+// its own: one stage's failure does not hide the next's.
+func CheckNative(pid int, spec *probes.Spec, skipEndbr bool) ([]NativeCheck, error) {
 	if err := CheckPID(pid); err != nil {
 		return nil, err
 	}
@@ -25,7 +50,7 @@ func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Target
+	var out []NativeCheck
 	for _, name := range probes.StageNames {
 		st := spec.Stages[name]
 		if st == nil || st.IsPython() {
@@ -33,9 +58,9 @@ func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
 		}
 		t, err := resolveStage(pid, maps, st, skipEndbr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
+			err = fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
 		}
-		out = append(out, *t)
+		out = append(out, NativeCheck{Stage: st, Target: t, Err: err})
 	}
 	return out, nil
 }
