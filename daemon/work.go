@@ -55,6 +55,7 @@ const (
 	reasonExecRate     = "exec_rate"          // its user execs faster than execRate: left to the rescan
 	reasonSpecMismatch = "spec_mismatch"      // the spec names an argument its function lacks (another version of the engine)
 	reasonOtherRank    = "other_rank"         // not the rank its spec traces: another process of its group makes the same spans
+	reasonBadOffsets   = "wrong_offsets"      // attached, then a value read through its spec's offsets failed its check (another build)
 )
 
 var errExecLoop = errors.New("more than 20 execs in 10s")

@@ -14,6 +14,9 @@ type Target struct {
 	Symbol *Symbol
 	Offset uint64 // where the probe goes (after endbr64 when skipped)
 	First  string // the probed instruction, for `attach -v` and doctor
+	// Layout, for a spec whose derefs name fields: their offsets in this
+	// process and where each came from (Stage's derefs are set from it).
+	Layout *Layout
 }
 
 // Resolve finds every stage of spec in the files pid maps.
@@ -50,13 +53,24 @@ func CheckNative(pid int, spec *probes.Spec, skipEndbr bool) ([]NativeCheck, err
 	if err != nil {
 		return nil, err
 	}
+	layout, err := ResolveFields(maps, spec)
+	if err != nil {
+		return nil, err
+	}
 	var out []NativeCheck
 	for _, name := range probes.StageNames {
 		st := spec.Stages[name]
 		if st == nil || st.IsPython() {
 			continue
 		}
+		st, err := ResolvedStage(st, layout)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec.File, err)
+		}
 		t, err := resolveStage(pid, maps, st, skipEndbr)
+		if t != nil {
+			t.Layout = layout
+		}
 		if err != nil {
 			err = fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
 		}

@@ -35,7 +35,10 @@ type Spec struct {
 	SameBatch bool
 	Match     Match
 	Stages    map[string]*Stage
-	File      string // where the spec came from, for messages
+	// Fields, for a native spec whose derefs name struct fields: where
+	// their offsets come from (fields.go).
+	Fields *Fields
+	File   string // where the spec came from, for messages
 }
 
 // Label is the engine's name with its worker, for messages: "sglang-ngram (NGRAMWorker)".
@@ -196,14 +199,23 @@ var typeNames = map[string]ValueType{"int": TypeInt, "string": TypeString, "vect
 
 // Value is one thing read at a stage boundary.
 type Value struct {
-	At       Boundary
-	From     Source
-	Deref    []int64
-	Type     ValueType
-	Size     int // bytes, for TypeInt
-	ElemSize int // for TypeVectorLen
-	Add      int64
-	Line     int
+	At    Boundary
+	From  Source
+	Deref []int64
+	// DerefExpr, when a deref names fields, holds each offset as written
+	// (nil entries are plain integers); the loader sets Deref from it at
+	// attach, on a copy of the stage (Resolved).
+	DerefExpr []*OffsetExpr
+	Type      ValueType
+	Size      int // bytes, for TypeInt
+	ElemSize  int // for TypeVectorLen
+	Add       int64
+	// Check, when set, is what a value read must satisfy for the offsets
+	// to be believed (checks.go); Origin says, once resolved, where each
+	// deref offset came from, for its errors.
+	Check  *ValueCheck
+	Origin string
+	Line   int
 }
 
 // Limits shared with the BPF program (bpf/stage.c).

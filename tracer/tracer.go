@@ -164,6 +164,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, t := range targets {
 		fmt.Fprintf(cfg.Log, "  %-12s %s in %s at +%#x (%s)\n", t.Stage.Name, t.Symbol.Demangled, t.File.Path, t.Offset, t.First)
 	}
+	if len(targets) > 0 && targets[0].Layout != nil {
+		fmt.Fprintf(cfg.Log, "  field offsets:\n")
+		for _, line := range targets[0].Layout.Describe() {
+			fmt.Fprintf(cfg.Log, "    %s\n", line)
+		}
+	}
 	py.describe(cfg.Log)
 	if cfg.Attached != nil {
 		close(cfg.Attached)
@@ -176,7 +182,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sink.IdleAfter = cfg.RequestIdle
 	}
 	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), py.sink(sink, sess))
-	add := py.filter(builder.Add)
+	// The first call whose values fail their spec's checks ends the trace:
+	// neither it nor anything after it reaches the builder.
+	checks := processValueChecks(cfg.PID, targets)
+	var checkErr error
+	refused := make(chan struct{})
+	add := py.filter(func(ev *spanbuilder.Event) {
+		if checkErr != nil {
+			return
+		}
+		if checkErr = checks.check(ev); checkErr != nil {
+			close(refused)
+			return
+		}
+		builder.Add(ev)
+	})
 	live := newLiveSummary(cfg.Live)
 	accepted := stepCounts(cfg.Spec) && !py.lateCounts()
 	live.accepted = accepted
@@ -190,7 +210,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	go func() { <-runCtx.Done(); close(stop) }()
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-refused:
+		}
+		close(stop)
+	}()
 
 	tick := func() {
 		// A thread that died mid-stage sends no exit. Look for dead threads
@@ -216,6 +242,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Detach before the slow part (export flushing): the target pays nothing from here on.
 	closeErr := sess.Close()
 	switch {
+	case checkErr != nil:
+		res.Reason = "values read did not pass their checks"
+		builder.Flush(spanbuilder.BootNow(), "tracing stopped: values read did not pass their checks")
 	case exited:
 		res.Reason = fmt.Sprintf("target PID %d exited", cfg.PID)
 		builder.Flush(spanbuilder.BootNow(), "process exited during the stage")
@@ -238,7 +267,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Progress(Progress{Events: res.Read.Events, Drops: res.Drops, Export: res.Export})
 	}
 	printSummary(cfg.Log, res, accepted)
-	return res, errors.Join(runErr, closeErr, shutErr)
+	return res, errors.Join(checkErr, runErr, closeErr, shutErr)
 }
 
 // flush delivers what is left, spans of every exporter and the metrics at

@@ -105,13 +105,28 @@ func checkLive(w io.Writer, pid int, file, engine string, anyRank bool) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range natives {
+	for i, c := range natives {
 		if c.Err != nil {
 			fail("%v", c.Err)
 			continue
 		}
 		t := c.Target
+		if i == 0 && t.Layout != nil {
+			fmt.Fprintf(w, "  fields\n")
+			for _, line := range t.Layout.Describe() {
+				fmt.Fprintf(w, "        %s\n", line)
+			}
+		}
 		fmt.Fprintf(w, "  ok    %-12s %s in %s at +%#x (%s)\n", c.Stage.Name, t.Symbol.Demangled, t.File.Path, t.Offset, t.First)
+		for _, nv := range append(t.Stage.Boundaries()[0], t.Stage.Boundaries()[1]...) {
+			if nv.Value.Origin != "" {
+				name := nv.Name
+				if name == "" {
+					name = "request_id"
+				}
+				fmt.Fprintf(w, "        %-12s %s: %s from %s\n", "", name, nv.Value.Origin, nv.Value.From)
+			}
+		}
 		if len(c.Stage.Values) > 0 || c.Stage.RequestID != nil {
 			fmt.Fprintf(w, "        %-12s its values are read from registers at each call: none to read now\n", "")
 		}
