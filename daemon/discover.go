@@ -14,6 +14,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // A candidate is a process that matches no spec yet but may: a Python
@@ -201,7 +202,8 @@ func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool
 	for _, m := range maps {
 		mapped = append(mapped, m.Path)
 	}
-	proc := probes.Process{Exe: exe, Cmdline: loader.Cmdline(pid), Mapped: mapped, RequireModule: true}
+	args, _ := procfs.Cmdline(pid)
+	proc := probes.Process{Exe: exe, Cmdline: strings.Join(args, " "), Title: probes.Title(args), Mapped: mapped, RequireModule: true}
 	python := d.pythonSpecs && looksPython(exe, mapped)
 	var pyErr error
 	if python {
@@ -219,7 +221,15 @@ func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool
 			return ok
 		}
 	}
-	if s := probes.Detect(d.opts.Specs, proc); s != nil {
+	s, err := probes.Detect(d.opts.Specs, proc)
+	switch {
+	case err != nil:
+		return nil, false, err // another rank of its group is traced
+	case s != nil:
+		// Its server may be traced from another of its processes.
+		if err := tracer.CheckLead(s, pid); err != nil {
+			return nil, false, err
+		}
 		return s, false, nil
 	}
 	switch {

@@ -185,6 +185,11 @@ func (d *Daemon) finish(e sessionEnd) {
 		if t.upgrade != nil {
 			reason = "moving to spec " + t.upgrade.Engine
 		}
+		if errors.As(e.err, new(*tracer.CheckError)) {
+			// Not attached again: its build is not the one the offsets fit.
+			d.failed[t.id] = true
+			d.totals.Rejected[reasonBadOffsets]++
+		}
 		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
 		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Engine: t.engine, Reason: reason, Result: e.res})
 	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled) &&

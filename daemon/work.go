@@ -16,6 +16,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // Every look at a process runs on a worker, off the main loop, within a
@@ -53,6 +54,9 @@ const (
 	reasonCorrupt      = "corrupt_memory"     // its interpreter state loops (a list that does not end)
 	reasonPathSwapped  = "path_swapped"       // a file it maps is reached through a symlink put there since
 	reasonExecRate     = "exec_rate"          // its user execs faster than execRate: left to the rescan
+	reasonSpecMismatch = "spec_mismatch"      // the spec names an argument its function lacks (another version of the engine)
+	reasonOtherRank    = "other_rank"         // not the rank or process its spec traces from: another process of its group or server makes the same spans
+	reasonBadOffsets   = "wrong_offsets"      // attached, then a value read through its spec's offsets failed its check (another build)
 )
 
 var errExecLoop = errors.New("more than 20 execs in 10s")
@@ -84,6 +88,11 @@ func reasonOf(err error, ctx context.Context) string {
 		return reasonCorrupt
 	case errors.Is(err, safefile.ErrSymlink):
 		return reasonPathSwapped
+	case errors.As(err, new(*probes.OtherRankError)), errors.As(err, new(*tracer.ServerProcessError)):
+		return reasonOtherRank
+	case errors.As(err, new(*loader.MissingNameError)):
+		// Not tried again: the process runs code the spec was not written for.
+		return reasonSpecMismatch
 	}
 	return ""
 }
@@ -231,8 +240,8 @@ func (d *Daemon) decide(l look, now time.Time) {
 		return
 	}
 	switch {
-	case l.reason == reasonNotSelected:
-		d.countLocked(c.id, reasonNotSelected, l.err, c.id.PID)
+	case l.reason == reasonNotSelected || l.reason == reasonOtherRank:
+		d.countLocked(c.id, l.reason, l.err, c.id.PID)
 		delete(d.cands, c.id.PID)
 		c.close()
 		d.ignored[c.id] = true

@@ -11,6 +11,7 @@ import (
 	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/internal/safefile"
+	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/pyproc"
 )
 
@@ -32,6 +33,7 @@ func TestReasonOf(t *testing.T) {
 		{fmt.Errorf("x: %w", elfsym.ErrInvalid), live, reasonBadELF},
 		{fmt.Errorf("x: %w", safefile.ErrSymlink), live, reasonPathSwapped},
 		{fmt.Errorf("x: %w", pyproc.ErrUnsupported), live, reasonUnsupported},
+		{fmt.Errorf("spec.yaml: %w", &loader.MissingNameError{Names: []string{"model_worker_batch"}}), live, reasonSpecMismatch},
 	} {
 		if got := reasonOf(tc.err, tc.ctx); got != tc.want {
 			t.Errorf("reasonOf(%v) = %q, want %q", tc.err, got, tc.want)

@@ -124,6 +124,27 @@ func (f *fleet) spansOf(pid int) []sdktrace.ReadOnlySpan {
 	return out
 }
 
+// nextOf waits for the daemon's next event of kind about one of the
+// processes ours: each event about them must be of kind and about traced.
+func (f *fleet) nextOf(t *testing.T, ours map[int]bool, traced int, kind string, within time.Duration) daemon.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case e := <-f.events:
+			if !ours[e.PID] {
+				continue
+			}
+			if e.PID != traced || e.Kind != kind {
+				t.Fatalf("daemon %s PID %d (%s, %s), want %s of PID %d only", e.Kind, e.PID, e.Engine, e.Reason, kind, traced)
+			}
+			return e
+		case <-deadline:
+			t.Fatalf("no %s event for PID %d within %s", kind, traced, within)
+		}
+	}
+}
+
 // launch starts a target that parks until SIGUSR1, through `sh -c exec` as a
 // launcher script would (the daemon sees the exec of a process that was a shell).
 func launch(t *testing.T, argv ...string) (*exec.Cmd, time.Time) {
@@ -440,4 +461,45 @@ func TestDaemonWorkerVariant(t *testing.T) {
 			assertNoProbesLeft(t)
 		})
 	}
+}
+
+// TestDaemonRefusesDrift: the daemon, given a spec written for another
+// shape of the engine (autumn 2026's, whose draft reads model_worker_batch),
+// does not attach it to today's scheduler: one failure naming the arguments
+// the function has, counted as spec_mismatch, and no second try.
+func TestDaemonRefusesDrift(t *testing.T) {
+	needRoot(t)
+	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	if !fileExists(py) {
+		t.Skipf("interpreter %s not installed", py)
+	}
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleetWith(t, cfg, autumnSpecs(t, "sglang"))
+	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
+	cmd, _ := launch(t, titled("sglang::scheduler", py, script, "--requests", "4", "--wait-signal",
+		"--log", filepath.Join(t.TempDir(), "truth.jsonl"))...)
+	pid := cmd.Process.Pid
+	e := f.next(t, pid, "failed", 10*time.Second)
+	want := "stage draft: EagleDraftWorker.draft has no argument model_worker_batch (its arguments: self, batch"
+	if !strings.Contains(e.Reason, want) {
+		t.Fatalf("failed for %q, want %q", e.Reason, want)
+	}
+	// Another look would fail the same way: none is made.
+	deadline := time.After(3 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case e := <-f.events:
+			if e.PID == pid {
+				t.Fatalf("after the refusal: %s %s (%s)", e.Kind, e.Engine, e.Reason)
+			}
+		case <-deadline:
+			waiting = false
+		}
+	}
+	if n := f.d.Totals().Rejected["spec_mismatch"]; n != 1 {
+		t.Errorf("spec_mismatch counted %d times, want 1", n)
+	}
+	f.stop()
+	assertNoProbesLeft(t)
 }

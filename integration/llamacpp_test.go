@@ -37,6 +37,26 @@ func llamaServers() []string {
 	return out
 }
 
+// llamaModels is the directory of the tiny model pair: SPECPROBE_LLAMA_MODELS,
+// or shared/data/llamacpp-tiny beside the checkout (or beside the worktrees'
+// directory); the test skips without it.
+func llamaModels(t *testing.T) string {
+	dirs := []string{os.Getenv("SPECPROBE_LLAMA_MODELS")}
+	for _, up := range []string{"..", "../.."} {
+		dirs = append(dirs, filepath.Join(repoRoot(t), up, "shared", "data", "llamacpp-tiny"))
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "tiny-target.gguf")); err == nil {
+			return d
+		}
+	}
+	t.Skipf("the tiny model pair is in none of %v: set SPECPROBE_LLAMA_MODELS", dirs[1:])
+	return ""
+}
+
 var (
 	acceptedLine = regexp.MustCompile(`id\s+(\d+) \| task (\d+) \| accepted\s+(\d+)/\s*(\d+) draft tokens`)
 	launchLine   = regexp.MustCompile(`launch_slot_: id\s+(\d+) \| task (\d+) \| processing task`)
@@ -53,10 +73,7 @@ func TestLlamaServer(t *testing.T) {
 	if len(servers) == 0 {
 		t.Skip("no llama-server build found: set SPECPROBE_LLAMA_SERVER to one (docs/llamacpp-notes.md says how to build it)")
 	}
-	models := filepath.Join(repoRoot(t), "..", "shared", "data", "llamacpp-tiny")
-	if _, err := os.Stat(filepath.Join(models, "tiny-target.gguf")); err != nil {
-		t.Skipf("the tiny model pair is not at %s", models)
-	}
+	models := llamaModels(t)
 	for _, server := range servers {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(server))), func(t *testing.T) {
 			testLlamaServer(t, server, models)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -416,22 +417,24 @@ var sglangWorkers = []struct {
 // does: its executable, command line and imported modules.
 func detectPython(t *testing.T, catalog []*probes.Spec, pid int) *probes.Spec {
 	t.Helper()
-	spec := detect(t, catalog, pid)
+	spec, err := detect(t, catalog, pid)
 	if spec == nil {
-		t.Fatalf("no catalog spec detected for PID %d", pid)
+		t.Fatalf("no catalog spec detected for PID %d (%v)", pid, err)
 	}
 	return spec
 }
 
-// detect is detectPython for a process that may match no spec.
-func detect(t *testing.T, catalog []*probes.Spec, pid int) *probes.Spec {
+// detect is detectPython for a process that may match no spec, or be a rank
+// its spec does not trace (an error).
+func detect(t *testing.T, catalog []*probes.Spec, pid int) (*probes.Spec, error) {
 	t.Helper()
 	py, err := pyproc.Attach(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer py.Close()
-	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid),
+	args, _ := procfs.Cmdline(pid)
+	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid), Title: probes.Title(args),
 		HasModule: func(m string) bool { ok, _ := py.HasModule(m); return ok }}
 	return probes.Detect(catalog, proc)
 }

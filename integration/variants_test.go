@@ -2,18 +2,24 @@ package integration
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/specprobe/specprobe/daemon"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // The engine variants beyond the default specs: the autumn-2026 shapes of
@@ -65,6 +71,52 @@ func TestSGLangAutumnShapes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCatalogSurvivesRename: the catalog's SGLang specs name the draft's
+// argument as [batch, model_worker_batch], so they trace the autumn-2026
+// shapes as they do today's: every span equal to the log.
+func TestCatalogSurvivesRename(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, w := range []struct{ worker, engine string }{
+		{"eagle_v2", "sglang"},
+		{"standalone", "sglang-standalone"},
+		{"frozen_kv_mtp", "sglang-frozen-kv-mtp"},
+		{"multi_layer_eagle", "sglang-multi-layer-eagle"},
+	} {
+		spec, err := probes.Lookup(w.engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, py := range []string{interpreters[0], "/root/.pyenv/versions/3.12.1/bin/python3"} {
+			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				cmd, log := startPyTarget(t, script, py, "--shape", "autumn2026", "--worker", w.worker)
+				traceCompare(t, spec, cmd, log, nil, 0)
+			})
+		}
+	}
+}
+
+// TestDriftRefused: a spec written for another shape of the program (the
+// autumn-2026 SGLang spec, whose draft reads model_worker_batch) is refused
+// at attach against today's target, naming the arguments the function has,
+// and nothing is left armed.
+func TestDriftRefused(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	spec := autumnSpecs(t, "sglang")[0]
+	cmd, _ := startPyTarget(t, script, "/root/.pyenv/versions/3.12.1/bin/python3")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := tracer.Run(ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, ImportWait: 5 * time.Second})
+	want := "stage draft: EagleDraftWorker.draft has no argument model_worker_batch (its arguments: self, batch"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("attach: %v\nwant an error containing %q", err, want)
+	}
+	t.Log(err)
+	assertNoProbesLeft(t)
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Fatalf("the target is gone: %v", err)
 	}
 }
 
@@ -139,7 +191,10 @@ func TestDetectVariants(t *testing.T) {
 		want          string // "" for none
 	}{
 		{"sglang scheduler loading", "sglang::scheduler", nil, "sglang"},
-		{"sglang scheduler TP1 loading", "sglang::scheduler_TP1", nil, "sglang"},
+		{"sglang scheduler TP0 loading", "sglang::scheduler_TP0", nil, "sglang"},
+		{"sglang scheduler TP1: another rank", "sglang::scheduler_TP1", []string{spec + "eagle_worker_v2"}, ""},
+		{"sglang ngram DP1 TP0", "sglang::scheduler_DP1_TP0", []string{spec + "ngram_worker"}, "sglang-ngram"},
+		{"sglang ngram DP1 TP1: another rank", "sglang::scheduler_DP1_TP1", []string{spec + "ngram_worker"}, ""},
 		{"sglang launcher", "python3 -m sglang.launch_server --model-path m --speculative-algorithm EAGLE",
 			[]string{"sglang.srt.server_args", "sglang.srt.entrypoints.http_server"}, ""},
 		{"eagle v2", "sglang::scheduler", []string{spec + "eagle_worker_v2"}, "sglang"},
@@ -156,6 +211,9 @@ func TestDetectVariants(t *testing.T) {
 		{"vllm v1 runner", "VLLM::EngineCore", []string{"vllm.v1.worker.gpu_model_runner", "vllm.v1.spec_decode.eagle"}, "vllm-v1"},
 		{"vllm both runners", "VLLM::EngineCore", []string{"vllm.v1.worker.gpu_model_runner", mrv2 + "eagle.speculator"}, "vllm"},
 		{"vllm api server", "VLLM::APIServer_0", []string{"vllm.entrypoints.openai.api_server"}, ""},
+		{"vllm worker TP0", "VLLM::Worker_TP0", []string{mrv2 + "eagle.speculator"}, "vllm"},
+		{"vllm worker TP1: another rank", "VLLM::Worker_TP1", []string{mrv2 + "eagle.speculator"}, ""},
+		{"vllm worker DP1 TP0", "VLLM::Worker_DP1_TP0", []string{mrv2 + "mtp.speculator"}, "vllm-mtp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			has := func(m string) bool {
@@ -166,12 +224,16 @@ func TestDetectVariants(t *testing.T) {
 				}
 				return false
 			}
-			got := probes.Detect(catalog, probes.Process{Exe: "python3.12", Cmdline: c.cmdline, HasModule: has})
+			got, err := probes.Detect(catalog, probes.Process{Exe: "python3.12", Cmdline: c.cmdline, Title: strings.Fields(c.cmdline)[0], HasModule: has})
 			switch {
+			case err != nil && c.want != "":
+				t.Errorf("%v, want %s", err, c.want)
 			case got == nil && c.want != "":
 				t.Errorf("nothing detected, want %s", c.want)
 			case got != nil && got.Engine != c.want:
 				t.Errorf("detected %s, want %q", got.Engine, c.want)
+			case strings.HasSuffix(c.name, "another rank") && !errors.As(err, new(*probes.OtherRankError)):
+				t.Errorf("%v, want an other-rank error", err)
 			}
 		})
 	}
@@ -187,6 +249,7 @@ func titled(title string, argv ...string) []string {
 type launcher struct {
 	cmd     *exec.Cmd
 	ranks   []int
+	rank    map[int]int    // each scheduler's TP rank, by PID
 	logs    map[int]string // each rank's ground-truth log
 	drained chan struct{}  // closed when every process has closed stdout
 }
@@ -229,13 +292,28 @@ func startLauncher(t *testing.T, py string, tp int) *launcher {
 			l.ranks = append(l.ranks, pid)
 		}
 	}
-	l.logs = map[int]string{}
+	l.logs, l.rank = map[int]string{}, map[int]int{}
 	for _, pid := range l.ranks {
-		l.logs[pid] = rankLog(t, pid, log, tp)
+		l.rank[pid] = rankOf(t, pid, tp)
+		l.logs[pid] = log
+		if tp > 1 {
+			l.logs[pid] = fmt.Sprintf("%s.tp%d", log, l.rank[pid])
+		}
 	}
 	l.drained = make(chan struct{})
 	go func() { _, _ = r.WriteTo(os.Stdout); close(l.drained) }()
 	return l
+}
+
+// pidOf is the PID of the scheduler of TP rank r.
+func (l *launcher) pidOf(t *testing.T, r int) int {
+	for pid, rank := range l.rank {
+		if rank == r {
+			return pid
+		}
+	}
+	t.Fatalf("no scheduler of TP rank %d among %v", r, l.rank)
+	return 0
 }
 
 // wait waits for the launcher's exit, once its ranks have been released.
@@ -251,10 +329,9 @@ func (l *launcher) wait(t *testing.T) {
 	}
 }
 
-// rankLog is the ground-truth log of the rank pid, told by its title:
-// sglang::scheduler with one rank, sglang::scheduler_TP<r> (log.tp<r>) with
-// more.
-func rankLog(t *testing.T, pid int, log string, tp int) string {
+// rankOf is the TP rank of the scheduler pid, told by its title:
+// sglang::scheduler with one rank, sglang::scheduler_TP<r> with more.
+func rankOf(t *testing.T, pid int, tp int) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
@@ -265,19 +342,21 @@ func rankLog(t *testing.T, pid int, log string, tp int) string {
 		if title != "sglang::scheduler" {
 			t.Fatalf("rank title %q, want sglang::scheduler", title)
 		}
-		return log
+		return 0
 	}
 	var r int
 	if _, err := fmt.Sscanf(title, "sglang::scheduler_TP%d", &r); err != nil || r < 0 || r >= tp {
 		t.Fatalf("rank title %q, want sglang::scheduler_TP<r> with r < %d", title, tp)
 	}
-	return fmt.Sprintf("%s.tp%d", log, r)
+	return r
 }
 
-// TestSGLangLauncher: of SGLang's processes, the launcher (python -m
-// sglang.launch_server: the HTTP server, no speculative worker) matches no
-// spec, and each scheduler rank (titled sglang::scheduler_TP<r>) is detected
-// and traced exactly with its own log.
+// TestSGLangLauncher: of SGLang's processes with TP = 2, the launcher
+// (python -m sglang.launch_server: the HTTP server, no speculative worker)
+// matches no spec; TP rank 1 (sglang::scheduler_TP1), which runs the same
+// requests as rank 0, is not traced: detection says so, and attach refuses
+// it naming rank 0's PID and --any-rank; rank 0 is detected and traced
+// exactly with its own log, its ranks on the resource.
 func TestSGLangLauncher(t *testing.T) {
 	needRoot(t)
 	catalog, err := probes.Catalog()
@@ -286,14 +365,23 @@ func TestSGLangLauncher(t *testing.T) {
 	}
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	l := startLauncher(t, py, 2)
-	if spec := detect(t, catalog, l.cmd.Process.Pid); spec != nil {
+	if spec, _ := detect(t, catalog, l.cmd.Process.Pid); spec != nil {
 		t.Fatalf("the launcher was taken for %s", spec.Engine)
 	}
-	traced := l.ranks[0]
-	for _, pid := range l.ranks[1:] {
-		// Untraced: let it run to its end.
-		_ = syscall.Kill(pid, syscall.SIGUSR1)
+	traced, other := l.pidOf(t, 0), l.pidOf(t, 1)
+	var rank *probes.OtherRankError
+	if spec, err := detect(t, catalog, other); spec != nil || !errors.As(err, &rank) || rank.Rank.Value != 1 {
+		t.Fatalf("TP rank 1 detected as %v (%v), want the other rank", spec, err)
 	}
+	code, out := cli(t, nil, "attach", "--pid", strconv.Itoa(other), "--duration", "1s")
+	for _, want := range []string{`"sglang::scheduler_TP1" is tp rank 1, and spec sglang traces tp rank 0 only`,
+		fmt.Sprintf("its group's traced rank is PID %d (sglang::scheduler_TP0)", traced), "--any-rank"} {
+		if code == 0 || !strings.Contains(out, want) {
+			t.Errorf("attach to TP rank 1: exit %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	// Untraced: let it run to its end.
+	_ = syscall.Kill(other, syscall.SIGUSR1)
 	spec := detectPython(t, catalog, traced)
 	if spec.Engine != "sglang" {
 		t.Fatalf("rank detected as %s, want sglang", spec.Engine)
@@ -306,59 +394,49 @@ func TestSGLangLauncher(t *testing.T) {
 	l.wait(t)
 }
 
-// TestDaemonSkipsLauncher: the daemon attaches to every scheduler rank of
-// an SGLang server and never to its launcher; each rank's spans equal its
-// own log.
+// TestDaemonSkipsLauncher: with TP = 2 the daemon attaches to TP rank 0
+// only, never to the launcher or to rank 1 (counted as other_rank): every
+// span it exports is rank 0's, once, equal to rank 0's log, with
+// sglang.tp_rank on its resource.
 func TestDaemonSkipsLauncher(t *testing.T) {
 	needRoot(t)
 	cfg := daemon.Defaults()
 	cfg.Listen = "127.0.0.1:0"
 	f := startFleet(t, cfg)
 	l := startLauncher(t, "/root/.pyenv/versions/3.12.1/bin/python3", 2)
-	launcherPID := l.cmd.Process.Pid
-	ours := map[int]bool{launcherPID: true}
+	traced := l.pidOf(t, 0)
+	ours := map[int]bool{l.cmd.Process.Pid: true}
 	for _, pid := range l.ranks {
 		ours[pid] = true
 	}
-	// events waits for one event of each pid in want, failing on any event
-	// about the launcher.
-	events := func(kind string, want []int, within time.Duration) map[int]daemon.Event {
-		got := map[int]daemon.Event{}
-		deadline := time.After(within)
-		for len(got) < len(want) {
-			select {
-			case e := <-f.events:
-				if !ours[e.PID] {
-					continue
-				}
-				if e.PID == launcherPID {
-					t.Fatalf("daemon %s the launcher (PID %d) with %s", e.Kind, e.PID, e.Engine)
-				}
-				if e.Kind != kind {
-					t.Fatalf("PID %d: daemon reported %s (%s), want %s", e.PID, e.Kind, e.Reason, kind)
-				}
-				got[e.PID] = e
-			case <-deadline:
-				t.Fatalf("no %s event for every rank within %s: got %d of %d", kind, within, len(got), len(want))
-			}
-		}
-		return got
+	next := func(kind string, within time.Duration) daemon.Event {
+		return f.nextOf(t, ours, traced, kind, within)
 	}
-	for pid, e := range events("attached", l.ranks, 10*time.Second) {
-		if e.Engine != "sglang" {
-			t.Errorf("rank PID %d attached with %s, want sglang", pid, e.Engine)
-		}
+	if e := next("attached", 10*time.Second); e.Engine != "sglang" {
+		t.Errorf("rank 0 attached with %s, want sglang", e.Engine)
 	}
 	for _, pid := range l.ranks {
 		_ = syscall.Kill(pid, syscall.SIGUSR1)
 	}
 	l.wait(t)
-	for pid, det := range events("detached", l.ranks, 20*time.Second) {
-		if det.Result == nil || !det.Result.TargetExited {
-			t.Fatalf("rank PID %d detached for %q, want its exit", pid, det.Reason)
-		}
-		comparePython(t, f.spansOf(pid), pyExpected(t, l.logs[pid]), det.Result.Python, 0)
+	det := next("detached", 20*time.Second)
+	if det.Result == nil || !det.Result.TargetExited {
+		t.Fatalf("rank 0 detached for %q, want its exit", det.Reason)
 	}
+	if n := f.d.Totals().Rejected["other_rank"]; n != 1 {
+		t.Errorf("other_rank counted %d times, want 1 (TP rank 1)", n)
+	}
+	all := f.mem.GetSpans().Snapshots()
+	mine := f.spansOf(traced)
+	if len(all) != len(mine) {
+		t.Errorf("%d spans exported, %d of them rank 0's: another process was traced", len(all), len(mine))
+	}
+	for _, s := range mine[:min(1, len(mine))] {
+		if !slices.Contains(s.Resource().Attributes(), attribute.Int("sglang.tp_rank", 0)) {
+			t.Errorf("rank 0's resource lacks sglang.tp_rank=0: %v", s.Resource().Attributes())
+		}
+	}
+	comparePython(t, mine, pyExpected(t, l.logs[traced]), det.Result.Python, 0)
 	f.stop()
 	assertNoProbesLeft(t)
 }

@@ -78,7 +78,7 @@ const (
 )
 
 // ReturnArg names a stage's return value where a spec names an argument.
-const ReturnArg = "return"
+const ReturnArg = probes.ReturnArg
 
 // PyCompileInput is what compiling a stage's reads needs to know.
 type PyCompileInput struct {
@@ -94,7 +94,11 @@ type PyCompileInput struct {
 // nothing. An error says why the BPF reader cannot read it (user space
 // then does, racing the call).
 func CompilePython(in PyCompileInput) (*PyProgram, error) {
-	st := in.Stage
+	st, err := ResolveArgs(in.Stage, in.Code, in.Caller, in.Stage.ReadFrom)
+	if err != nil {
+		return nil, err
+	}
+	in.Stage = st
 	c := &pyCompiler{in: in, out: &PyProgram{}}
 	if r := st.Requests; r != nil {
 		fromCaller := st.ReadFrom != ""
@@ -278,8 +282,8 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 			last = i
 		}
 	}
-	if slot < 0 {
-		return &MissingNameError{What: what, Name: arg, Have: code.Names}
+	if slot < 0 { // ResolveArgs checked every name: not reached
+		return fmt.Errorf("%s has no local %s", what, arg)
 	}
 	switch {
 	case fromCaller:
@@ -305,17 +309,6 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 	}
 	f.Slot = uint16(slot)
 	return nil
-}
-
-// MissingNameError: the spec names an argument or local the function does
-// not have (the spec was written for another version of the program).
-type MissingNameError struct {
-	What, Name string
-	Have       []string
-}
-
-func (e *MissingNameError) Error() string {
-	return fmt.Sprintf("%s has no argument or local %s (it has: %s)", e.What, e.Name, strings.Join(e.Have, ", "))
 }
 
 // name adds an attribute name or str key to the program's table.

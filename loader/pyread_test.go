@@ -97,7 +97,11 @@ func TestCompilePython(t *testing.T) {
 		{name: "3.10: a local is not on the caller's stack", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: out, id: rid}\n", minor: 10, err: "not a positional argument"},
 		{name: "3.10: no return value", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, id: rid}\n    accepted: {arg: return, path: \"[*]\"}\n", minor: 10, err: "3.11 and later"},
 		{name: "missing argument", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: model_worker_batch, path: reqs, id: rid}\n", minor: 12,
-			err: "has no argument or local model_worker_batch (it has: self, batch, drafts, out, cellvar)", missing: true},
+			err: "stage verify: C.f has no argument model_worker_batch (its arguments: self, batch, drafts; other locals: out, cellvar)", missing: true},
+		{name: "one of several names", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: [model_worker_batch, batch], path: reqs, id: rid}\n", minor: 12,
+			want: [][]step{{{pyOpAttr, 0}, {pyOpIterSeq, 0}, {pyOpAttr, 1}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
+		{name: "by position", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: 1, path: reqs, id: rid}\n", minor: 10,
+			want: [][]step{{{pyOpAttr, 0}, {pyOpIterSeq, 0}, {pyOpAttr, 1}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
 		{name: "a long name", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: " + strings.Repeat("x", 41) + "}\n", minor: 12, err: "longer than 40"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/specprobe/specprobe/bpf"
@@ -26,6 +27,22 @@ type PyTarget struct {
 // UserReads tells whether user space reads this stage's values from the
 // target while its calls run (a path the BPF reader cannot express).
 func (t PyTarget) UserReads() bool { return t.Program == nil && t.NotCompiled != "" }
+
+// Reads says where the stage's values are read, for attach and probes
+// check: "" when it reads none.
+func (t PyTarget) Reads() string {
+	switch {
+	case t.Program != nil:
+		var paths []string
+		for _, f := range t.Program.Fields {
+			paths = append(paths, f.Path)
+		}
+		return "reads " + strings.Join(paths, ", ") + " at each return, in the watchpoint program"
+	case t.UserReads():
+		return "reads its values from user space while calls run, which a short call can outrun: " + t.NotCompiled
+	}
+	return ""
+}
 
 // wake: the hits at which user space reads the target (tracer/python.go).
 func (t PyTarget) wake() Wake {
@@ -52,37 +69,65 @@ func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) 
 			continue
 		}
 		for {
-			code, err := proc.FindCode(st.Module, st.Qualname)
-			var notYet *pyproc.ModuleNotFoundError
-			var noAttr *pyproc.AttributeError
-			if (errors.As(err, &notYet) || errors.As(err, &noAttr)) && time.Now().Before(deadline) {
+			t, notYet, err := findPyTarget(proc, st)
+			if notYet && time.Now().Before(deadline) {
 				// A module appears in sys.modules before its body has run.
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
-			}
-			if code.Suspends() {
-				return nil, fmt.Errorf("%s: stage %s: %s.%s is a generator or coroutine: a watchpoint sees its creation and destruction, not its runs, so it cannot be traced as a stage", spec.File, name, st.Module, st.Qualname)
-			}
-			if code.Immortal {
-				return nil, fmt.Errorf("%s: stage %s: the code object of %s.%s is immortal (never reference-counted), so calls to it cannot be seen", spec.File, name, st.Module, st.Qualname)
-			}
-			t := PyTarget{Stage: st, Code: code}
-			if st.ReadFrom != "" {
-				if t.ReadFrom, err = proc.FindCode(st.Module, st.ReadFrom); err != nil {
-					return nil, fmt.Errorf("%s: stage %s: read_from: %w", spec.File, name, err)
-				}
-			}
-			if err := compileTarget(proc, &t); err != nil {
-				return nil, fmt.Errorf("%s: stage %s (%s.%s): %w", spec.File, name, st.Module, st.Qualname, err)
+				return nil, stageError(spec, st, err)
 			}
 			out = append(out, t)
 			break
 		}
 	}
 	return out, nil
+}
+
+// findPyTarget finds a Python stage's code object (and its read_from's)
+// and compiles what it reads; notYet says the module or the function is
+// not there yet (an engine still loading).
+func findPyTarget(proc *pyproc.Process, st *probes.Stage) (t PyTarget, notYet bool, err error) {
+	code, err := proc.FindCode(st.Module, st.Qualname)
+	var missingModule *pyproc.ModuleNotFoundError
+	var noAttr *pyproc.AttributeError
+	if errors.As(err, &missingModule) || errors.As(err, &noAttr) {
+		return t, true, err
+	}
+	if err != nil {
+		return t, false, err
+	}
+	if code.Suspends() {
+		return t, false, fmt.Errorf("%s.%s is a generator or coroutine: a watchpoint sees its creation and destruction, not its runs, so it cannot be traced as a stage", st.Module, st.Qualname)
+	}
+	if code.Immortal {
+		return t, false, fmt.Errorf("the code object of %s.%s is immortal (never reference-counted), so calls to it cannot be seen", st.Module, st.Qualname)
+	}
+	t = PyTarget{Stage: st, Code: code}
+	if st.ReadFrom != "" {
+		if t.ReadFrom, err = proc.FindCode(st.Module, st.ReadFrom); err != nil {
+			return t, false, fmt.Errorf("read_from: %w", err)
+		}
+	}
+	if err := compileTarget(proc, &t); err != nil {
+		var missing *MissingNameError
+		if !errors.As(err, &missing) {
+			err = fmt.Errorf("%s.%s: %w", st.Module, st.Qualname, err)
+		}
+		return t, false, err
+	}
+	return t, false, nil
+}
+
+// stageError names the spec file and the stage in an error about it (a
+// MissingNameError names the stage and its function itself).
+func stageError(spec *probes.Spec, st *probes.Stage, err error) error {
+	var missing *MissingNameError
+	if errors.As(err, &missing) {
+		return fmt.Errorf("%s: %w", spec.File, err)
+	}
+	return fmt.Errorf("%s: stage %s: %w", spec.File, st.Name, err)
 }
 
 // compileTarget compiles what t reads for the BPF reader. A path it cannot
@@ -100,6 +145,11 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 		}
 		in.CallerAddr = t.ReadFrom.Addr
 	}
+	st, err := ResolveArgs(t.Stage, code, in.Caller, t.Stage.ReadFrom)
+	if err != nil {
+		return err
+	}
+	t.Stage, in.Stage = st, st
 	if name, err := proc.CodeName(t.Code.Addr); err == nil {
 		if err := proc.CheckNameHash(name); err != nil {
 			t.NotCompiled = err.Error()

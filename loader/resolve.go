@@ -14,10 +14,38 @@ type Target struct {
 	Symbol *Symbol
 	Offset uint64 // where the probe goes (after endbr64 when skipped)
 	First  string // the probed instruction, for `attach -v` and doctor
+	// Layout, for a spec whose derefs name fields: their offsets in this
+	// process and where each came from (Stage's derefs are set from it).
+	Layout *Layout
 }
 
 // Resolve finds every stage of spec in the files pid maps.
 func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
+	checks, err := CheckNative(pid, spec, skipEndbr)
+	if err != nil {
+		return nil, err
+	}
+	var out []Target
+	for _, c := range checks {
+		if c.Err != nil {
+			return nil, c.Err
+		}
+		out = append(out, *c.Target)
+	}
+	return out, nil
+}
+
+// NativeCheck is what a dry run found for one native stage: its target, or
+// why it was not found.
+type NativeCheck struct {
+	Stage  *probes.Stage
+	Target *Target
+	Err    error
+}
+
+// CheckNative resolves every native stage of spec as Resolve does, each on
+// its own: one stage's failure does not hide the next's.
+func CheckNative(pid int, spec *probes.Spec, skipEndbr bool) ([]NativeCheck, error) {
 	if err := CheckPID(pid); err != nil {
 		return nil, err
 	}
@@ -25,17 +53,28 @@ func Resolve(pid int, spec *probes.Spec, skipEndbr bool) ([]Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Target
+	layout, err := ResolveFields(maps, spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []NativeCheck
 	for _, name := range probes.StageNames {
 		st := spec.Stages[name]
 		if st == nil || st.IsPython() {
 			continue
 		}
-		t, err := resolveStage(pid, maps, st, skipEndbr)
+		st, err := ResolvedStage(st, layout)
 		if err != nil {
-			return nil, fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
+			return nil, fmt.Errorf("%s: %w", spec.File, err)
 		}
-		out = append(out, *t)
+		t, err := resolveStage(pid, maps, st, skipEndbr)
+		if t != nil {
+			t.Layout = layout
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: stage %s: %w", spec.File, name, err)
+		}
+		out = append(out, NativeCheck{Stage: st, Target: t, Err: err})
 	}
 	return out, nil
 }

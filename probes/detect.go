@@ -19,12 +19,23 @@ type Process struct {
 	// command line but runs no stage: the daemon, which attaches to every
 	// process it finds, sets it; attach, told the PID, does not.
 	RequireModule bool
+	// Title is the process's title (its first argument, where setproctitle
+	// writes it), from which a spec's match.ranks reads its ranks.
+	Title string
+	// AnyRank traces a process whatever rank it is (attach --any-rank).
+	AnyRank bool
 }
 
 // Detect returns the spec whose match section fits the process, or nil; of
 // several, the one with the highest match priority, then the first. It is
 // the one place a spec is chosen for a process, by attach and the daemon.
-func Detect(specs []*Spec, p Process) *Spec {
+// A process that fits a spec but is not the rank it traces (match.ranks)
+// gets no spec and an *OtherRankError naming both.
+func Detect(specs []*Spec, p Process) (*Spec, error) {
+	return DetectServer(specs, p, nil)
+}
+
+func detect(specs []*Spec, p Process) *Spec {
 	for _, s := range ByPriority(specs) {
 		mods := s.EngineModules()
 		if !(p.RequireModule && len(mods) > 0) && s.Matches(p.Exe, p.Cmdline, p.Mapped) {
@@ -105,16 +116,23 @@ func ByPriority(specs []*Spec) []*Spec {
 // by process title (Stage.Process) may be matched by another process of
 // the server (vLLM with TP > 1: the speculator's module is imported in the
 // workers, not in EngineCore). Of the matches, the highest priority wins,
-// the attached process's first among equals.
-func DetectServer(specs []*Spec, attached Process, others []Process) *Spec {
-	best := Detect(specs, attached)
+// the attached process's first among equals; its ranks are checked
+// (CheckRank).
+func DetectServer(specs []*Spec, attached Process, others []Process) (*Spec, error) {
+	best := detect(specs, attached)
 	for _, p := range others {
-		s := Detect(specs, p)
+		s := detect(specs, p)
 		if s != nil && s.Placed() && (best == nil || s.Match.Priority > best.Match.Priority) {
 			best = s
 		}
 	}
-	return best
+	if best == nil || attached.AnyRank {
+		return best, nil
+	}
+	if err := best.CheckRank(attached.Title); err != nil {
+		return nil, err
+	}
+	return best, nil
 }
 
 // Placed tells whether a stage of the spec names the processes it runs in.

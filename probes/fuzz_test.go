@@ -36,6 +36,8 @@ func FuzzParse(f *testing.F) {
 		minimal + "    values:\n      x: {at: entry, from: arg0, type: string, size: 3}\n",
 		minimal + "  accept:\n    binary: b\n    symbol: a\n    scope: batch\n",
 		minimal + "  draft:\n    binary: b\n    symbol: d\n",
+		"engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: [batch, model_worker_batch], path: reqs, id: rid}\n    when: {arg: 1, path: mode, equals: 2}\n",
+		"engine: e\nmatch:\n  ranks:\n    tp: {title: '_TP([0-9]+)', default: 0, only: 0, attribute: e.tp}\nstages:\n  verify: {module: m, qualname: f}\n",
 		"engine: e\nstages:\n  verify: &v\n    binary: b\n    symbol: v\n    scope: batch\n  draft: *v\n",
 	} {
 		f.Add([]byte(bad))
@@ -73,6 +75,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if s.Stages[probes.Verify] == nil {
 			t.Fatalf("accepted a spec without a verify stage")
+		}
+		for _, r := range s.Match.Ranks {
+			if r.Title == nil || r.Title.NumSubexp() != 1 || (r.Only != nil && *r.Only < 0) || (r.Default != nil && *r.Default < 0) {
+				t.Fatalf("rank %+v", r)
+			}
+			if _, err := s.Match.RanksOf(string(data)); err != nil && !strings.Contains(err.Error(), "is not a rank") {
+				t.Fatalf("RanksOf: %v", err)
+			}
 		}
 		for name, st := range s.Stages {
 			if st == nil || st.Name != name {
@@ -124,6 +134,36 @@ func FuzzParse(f *testing.F) {
 				}
 				if v.ElemSize < 1 {
 					t.Fatalf("%s.%s: elem_size %d", name, what, v.ElemSize)
+				}
+			}
+			checkArg := func(what, arg string, c *probes.ArgChoice) {
+				switch {
+				case c == nil && arg == "":
+					t.Fatalf("%s.%s: no argument", name, what)
+				case c != nil && arg != "":
+					t.Fatalf("%s.%s: both %q and a choice %v", name, what, arg, c)
+				case c != nil && len(c.Names) == 0 && (c.Position < 0 || c.Position > 255):
+					t.Fatalf("%s.%s: position %d", name, what, c.Position)
+				case c != nil && len(c.Names) > 8:
+					t.Fatalf("%s.%s: %d names", name, what, len(c.Names))
+				}
+				if c != nil {
+					for _, n := range c.Names {
+						if n == "" || n == probes.ReturnArg {
+							t.Fatalf("%s.%s: choice of %q", name, what, n)
+						}
+					}
+				}
+			}
+			if r := st.Requests; r != nil {
+				checkArg("requests", r.Arg, r.ArgChoice)
+			}
+			if w := st.When; w != nil {
+				checkArg("when", w.Arg, w.ArgChoice)
+			}
+			for what, l := range map[string]*probes.PyList{"accepted": st.Accepted, "drafted": st.Drafted} {
+				if l != nil {
+					checkArg(what, l.Arg, l.ArgChoice)
 				}
 			}
 			if st.RequestID != nil {

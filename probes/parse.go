@@ -127,6 +127,11 @@ func firstFailingLine(data []byte, msg string) int {
 	return 0
 }
 
+// failAt is fail at a line.
+func (p *parser) failAt(line int, format string, args ...any) {
+	p.fail(&yaml.Node{Line: line}, format, args...)
+}
+
 // fail records the first error only: later ones are usually its echoes.
 func (p *parser) fail(n *yaml.Node, format string, args ...any) {
 	if p.err == nil {
@@ -194,7 +199,7 @@ func (p *parser) int(n *yaml.Node, what string) int64 {
 }
 
 func (p *parser) spec(n *yaml.Node) *Spec {
-	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages")
+	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields")
 	s := &Spec{Stages: map[string]*Stage{}}
 	if e, ok := f["engine"]; ok {
 		s.Engine = p.str(e, "engine")
@@ -213,9 +218,12 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 		}
 	}
 	if m, ok := f["match"]; ok {
-		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority")
+		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority", "ranks")
 		if v, ok := mf["priority"]; ok {
 			s.Match.Priority = int(p.int(v, "match.priority"))
+		}
+		if v, ok := mf["ranks"]; ok {
+			s.Match.Ranks = p.ranks(v)
 		}
 		for key, dst := range map[string]*[]string{"exe": &s.Match.Exe, "cmdline": &s.Match.Cmdline, "library": &s.Match.Library, "module": &s.Match.Module} {
 			if v, ok := mf[key]; ok {
@@ -237,6 +245,11 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 	if _, ok := sf[Verify]; !ok && p.err == nil {
 		p.fail(st, "stages: missing verify (every spec needs the verify stage)")
 	}
+	if fl, ok := f["fields"]; ok {
+		s.Fields = p.specFields(fl)
+	}
+	p.checkFieldUse(s, n)
+	p.checkValueChecks(s)
 	return s
 }
 
@@ -338,7 +351,7 @@ func (p *parser) checkLimits(s *Stage, n *yaml.Node, what string) {
 }
 
 func (p *parser) value(n *yaml.Node, what string) *Value {
-	f := p.fields(n, what, "at", "from", "deref", "type", "size", "elem_size", "add")
+	f := p.fields(n, what, "at", "from", "deref", "type", "size", "elem_size", "add", "check")
 	v := &Value{Line: n.Line, Size: 8, ElemSize: 4}
 	if at, ok := f["at"]; ok {
 		switch p.str(at, what+".at") {
@@ -364,8 +377,16 @@ func (p *parser) value(n *yaml.Node, what string) *Value {
 		if d.Kind != yaml.SequenceNode || len(d.Content) > MaxDeref {
 			p.fail(d, "%s.deref: expected a list of at most %d byte offsets", what, MaxDeref)
 		}
+		var exprs []*OffsetExpr
+		named := false
 		for _, c := range d.Content {
-			v.Deref = append(v.Deref, p.int(c, what+".deref"))
+			x, e := p.derefEntry(c, what+".deref")
+			v.Deref = append(v.Deref, x)
+			exprs = append(exprs, e)
+			named = named || e != nil && len(e.Terms) > 0
+		}
+		if named {
+			v.DerefExpr = exprs
 		}
 	}
 	if t, ok := f["type"]; ok {
@@ -395,6 +416,9 @@ func (p *parser) value(n *yaml.Node, what string) *Value {
 	}
 	if a, ok := f["add"]; ok {
 		v.Add = p.int(a, what+".add")
+	}
+	if c, ok := f["check"]; ok {
+		v.Check = p.valueCheck(c, what+".check")
 	}
 	return v
 }

@@ -266,15 +266,15 @@ func TestParseErrors(t *testing.T) {
 		{"invalid YAML: control character", "\x01", 1, []string{"invalid YAML: control characters are not allowed"}},
 
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
-			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages)`}},
+			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages, fields)`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
-			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority)`}},
+			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority, ranks)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,
 			[]string{`stages: unknown key "prefill" (expected one of draft, verify, accept, draft_extend)`}},
 		{"unknown stage key", minimal + "    sym: x\n", 7,
 			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, when, read_from, accepted, drafted, process)`}},
 		{"unknown value key", minimal + "    values:\n      x: {at: entry, from: arg0, offset: 8}\n", 8,
-			[]string{`stages.verify.values.x: unknown key "offset" (expected one of at, from, deref, type, size, elem_size, add)`}},
+			[]string{`stages.verify.values.x: unknown key "offset" (expected one of at, from, deref, type, size, elem_size, add, check)`}},
 		{"unknown request_id key", minimal + "  draft:\n    binary: b\n    symbol: d\n    request_id: {at: entry, form: arg0}\n", 10,
 			[]string{`stages.draft.request_id: unknown key "form"`}},
 		{"key given twice", "engine: a\nengine: b\nstages: {verify: {binary: b, symbol: v, scope: batch}}\n", 2,
@@ -319,8 +319,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"stages.verify.values.x.deref: expected a list of at most 3 byte offsets"}},
 		{"deref not a list", minimal + "    values:\n      x: {at: entry, from: arg0, deref: 8}\n", 8,
 			[]string{"stages.verify.values.x.deref: expected a list of at most 3 byte offsets"}},
-		{"deref not an integer", minimal + "    values:\n      x: {at: entry, from: arg0, deref: [eight]}\n", 8,
-			[]string{`stages.verify.values.x.deref: expected an integer, got "eight"`}},
+		{"deref neither an integer nor a field", minimal + "    values:\n      x: {at: entry, from: arg0, deref: [eight]}\n", 8,
+			[]string{`stages.verify.values.x.deref: "eight": "eight" is neither an integer nor a field (struct.member)`}},
 		{"bad type", minimal + "    values:\n      x: {at: entry, from: arg0, type: float}\n", 8,
 			[]string{`stages.verify.values.x.type: expected int, string or vector_len, got "float"`}},
 		{"size 3", minimal + "    values:\n      x: {at: entry, from: arg0, size: 3}\n", 8,
@@ -622,26 +622,26 @@ func TestDetect(t *testing.T) {
 	b := &probes.Spec{Engine: "b", Match: probes.Match{Exe: []string{"foo"}}}
 	c := &probes.Spec{Engine: "c", Match: probes.Match{Cmdline: []string{"foo"}}}
 	specs := []*probes.Spec{a, b, c}
-	if got := probes.Detect(specs, probes.Process{Exe: "foo", Cmdline: "foo --x", Mapped: []string{"/lib/libfoo.so.1"}}); got != a {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "foo", Cmdline: "foo --x", Mapped: []string{"/lib/libfoo.so.1"}}); got != a {
 		t.Errorf("Detect = %v, want the first matching spec (a)", got)
 	}
-	if got := probes.Detect(specs, probes.Process{Exe: "foo", Cmdline: "", Mapped: nil}); got != b {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "foo", Cmdline: "", Mapped: nil}); got != b {
 		t.Errorf("Detect by exe = %v, want b", got)
 	}
-	if got := probes.Detect(specs, probes.Process{Exe: "bar", Cmdline: "bar foo", Mapped: nil}); got != c {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "bar", Cmdline: "bar foo", Mapped: nil}); got != c {
 		t.Errorf("Detect by cmdline = %v, want c", got)
 	}
-	if got := probes.Detect(specs, probes.Process{Exe: "bar", Cmdline: "bar", Mapped: []string{"/lib/libbar.so"}}); got != nil {
+	if got := detectNoErr(t, specs, probes.Process{Exe: "bar", Cmdline: "bar", Mapped: []string{"/lib/libbar.so"}}); got != nil {
 		t.Errorf("Detect = %v, want nil", got)
 	}
-	if got := probes.Detect(nil, probes.Process{Exe: "foo", Cmdline: "foo", Mapped: nil}); got != nil {
+	if got := detectNoErr(t, nil, probes.Process{Exe: "foo", Cmdline: "foo", Mapped: nil}); got != nil {
 		t.Errorf("Detect(nil) = %v, want nil", got)
 	}
 	cat, err := probes.Catalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := probes.Detect(cat, probes.Process{Exe: "specdemo", Cmdline: "./specdemo --threads 2", Mapped: nil}); got == nil || got.Engine != "demo" {
+	if got := detectNoErr(t, cat, probes.Process{Exe: "specdemo", Cmdline: "./specdemo --threads 2", Mapped: nil}); got == nil || got.Engine != "demo" {
 		t.Errorf("Detect(catalog, specdemo) = %v, want demo", got)
 	}
 }
@@ -698,10 +698,10 @@ func TestParseRejectsEmptyBinaryAndSymbol(t *testing.T) {
 func TestDetectByModule(t *testing.T) {
 	py := &probes.Spec{Engine: "py", Match: probes.Match{Module: []string{"sglang.srt.managers.scheduler"}}}
 	has := func(m string) bool { return m == "sglang.srt.managers.scheduler" }
-	if got := probes.Detect([]*probes.Spec{py}, probes.Process{Exe: "python3", HasModule: has}); got != py {
+	if got := detectNoErr(t, []*probes.Spec{py}, probes.Process{Exe: "python3", HasModule: has}); got != py {
 		t.Errorf("by module: %v", got)
 	}
-	if got := probes.Detect([]*probes.Spec{py}, probes.Process{Exe: "python3"}); got != nil {
+	if got := detectNoErr(t, []*probes.Spec{py}, probes.Process{Exe: "python3"}); got != nil {
 		t.Errorf("not Python: %v", got)
 	}
 }
@@ -727,7 +727,7 @@ func TestDetectRequireModule(t *testing.T) {
 		{"daemon: stage module imported", probes.Process{Exe: "python3", HasModule: worker, RequireModule: true}, py},
 		{"daemon: native", probes.Process{Exe: "llama-server", RequireModule: true}, native},
 	} {
-		if got := probes.Detect(specs, tc.p); got != tc.want {
+		if got := detectNoErr(t, specs, tc.p); got != tc.want {
 			t.Errorf("%s: Detect = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -761,8 +761,18 @@ func TestDetectServer(t *testing.T) {
 		// stages would run them in the launcher: not taken from a child.
 		{"a launcher", launcher, []probes.Process{scheduler}, nil},
 	} {
-		if got := probes.DetectServer(specs, tc.attached, tc.others); got != tc.want {
-			t.Errorf("%s: DetectServer = %v, want %v", tc.name, got, tc.want)
+		if got, err := probes.DetectServer(specs, tc.attached, tc.others); got != tc.want || err != nil {
+			t.Errorf("%s: DetectServer = %v, %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// detectNoErr is probes.Detect for processes whose ranks are not in question.
+func detectNoErr(t *testing.T, specs []*probes.Spec, p probes.Process) *probes.Spec {
+	t.Helper()
+	s, err := probes.Detect(specs, p)
+	if err != nil {
+		t.Errorf("Detect: %v", err)
+	}
+	return s
 }

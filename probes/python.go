@@ -4,6 +4,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 )
@@ -46,7 +47,7 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 		rf := p.fields(r, what+".requests", "arg", "path", "id")
 		req := &PyRequests{Line: r.Line}
 		// Without path, the argument itself; without id, the items are the ids.
-		p.argPath(r, rf, what+".requests", map[string]*string{"arg": &req.Arg, "path": &req.Path, "id": &req.ID}, "reqs[*] or batch.reqs[*]", "arg")
+		p.argPath(r, rf, what+".requests", &req.Arg, &req.ArgChoice, map[string]*string{"path": &req.Path, "id": &req.ID}, "reqs[*] or batch.reqs[*]")
 		if req.ID != "" && !pyPath.MatchString(req.ID) {
 			p.fail(rf["id"], "%s.requests.id: %q is not an attribute path like rid", what, req.ID)
 		}
@@ -66,14 +67,19 @@ func (p *parser) pyCond(n *yaml.Node, what string) *PyCond {
 	cf := p.fields(n, what, "arg", "path", "equals")
 	c := &PyCond{Line: n.Line}
 	// Without path, the argument itself.
-	p.argPath(n, cf, what, map[string]*string{"arg": &c.Arg, "path": &c.Path, "equals": &c.Equals}, "forward_mode", "arg", "equals")
+	p.argPath(n, cf, what, &c.Arg, &c.ArgChoice, map[string]*string{"path": &c.Path, "equals": &c.Equals}, "forward_mode", "equals")
 	return c
 }
 
-// argPath reads the str fields of an {arg, path, …} mapping into dst, the
-// required ones missing reported, and checks arg is a name and path an
-// object path (like example).
-func (p *parser) argPath(n *yaml.Node, f map[string]*yaml.Node, what string, dst map[string]*string, example string, required ...string) {
+// argPath reads the argument of an {arg, path, …} mapping into arg (or
+// choice), its str fields into dst, the required ones missing reported,
+// and checks path is an object path (like example).
+func (p *parser) argPath(n *yaml.Node, f map[string]*yaml.Node, what string, arg *string, choice **ArgChoice, dst map[string]*string, example string, required ...string) {
+	if a, ok := f["arg"]; ok {
+		*arg, *choice = p.pyArg(a, what+".arg")
+	} else {
+		p.fail(n, "%s: missing arg", what)
+	}
 	for _, key := range slices.Sorted(maps.Keys(dst)) {
 		d := dst[key]
 		v, ok := f[key]
@@ -85,12 +91,53 @@ func (p *parser) argPath(n *yaml.Node, f map[string]*yaml.Node, what string, dst
 		}
 		*d = p.str(v, what+"."+key)
 	}
-	if arg := *dst["arg"]; arg != "" && !pyName.MatchString(arg) {
-		p.fail(f["arg"], "%s.arg: %q is not an argument name", what, arg)
-	}
 	if path := *dst["path"]; path != "" && !pyPath.MatchString(path) {
 		p.fail(f["path"], "%s.path: %q is not an object path like %s", what, path, example)
 	}
+}
+
+// Bounds of an argument given as a choice: CPython puts no limit on a
+// signature, but a spec naming more alternatives or a later position than
+// these is a mistake.
+const (
+	maxArgNames    = 8
+	maxArgPosition = 255
+)
+
+// pyArg reads an argument: a name (or return), a list of names (the first
+// the function has is read) or a position in the signature.
+func (p *parser) pyArg(n *yaml.Node, what string) (string, *ArgChoice) {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!int":
+		pos, err := strconv.Atoi(n.Value)
+		if err != nil || pos < 0 || pos > maxArgPosition {
+			p.fail(n, "%s: %s is not an argument position (0 to %d; 0 is self for a method)", what, n.Value, maxArgPosition)
+		}
+		return "", &ArgChoice{Position: pos}
+	case n.Kind == yaml.SequenceNode:
+		if len(n.Content) == 0 || len(n.Content) > maxArgNames {
+			p.fail(n, "%s: expected 1 to %d argument names, the first the function has is read", what, maxArgNames)
+		}
+		c := &ArgChoice{}
+		for _, item := range n.Content {
+			name := p.str(item, what)
+			switch {
+			case name == ReturnArg:
+				p.fail(item, "%s: %s is the return value, not an argument to choose", what, ReturnArg)
+			case name != "" && !pyName.MatchString(name):
+				p.fail(item, "%s: %q is not an argument name", what, name)
+			case slices.Contains(c.Names, name):
+				p.fail(item, "%s: %q given twice", what, name)
+			}
+			c.Names = append(c.Names, name)
+		}
+		return "", c
+	}
+	name := p.str(n, what)
+	if name != "" && !pyName.MatchString(name) {
+		p.fail(n, "%s: %q is not an argument name, a list of names or a position", what, name)
+	}
+	return name, nil
 }
 
 // pythonAccept checks what an accept stage reads: the request list and the
@@ -147,7 +194,7 @@ func (p *parser) pyList(n *yaml.Node, what string, counts bool) *PyList {
 	}
 	lf := p.fields(n, what, keys...)
 	l := &PyList{Line: n.Line}
-	p.argPath(n, lf, what, map[string]*string{"arg": &l.Arg, "path": &l.Path}, "counts[*]", "arg", "path")
+	p.argPath(n, lf, what, &l.Arg, &l.ArgChoice, map[string]*string{"path": &l.Path}, "counts[*]", "path")
 	if v, ok := lf["len"]; ok {
 		if err := v.Decode(&l.Len); err != nil {
 			p.fail(v, "%s.len: want true or false", what)

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -160,5 +161,73 @@ stages:
 	_, err = Parse("v.yaml", []byte("engine: x\nstages:\n  verify:\n    module: a\n    qualname: f\n    when: {arg: b, equals: 1}\n"))
 	if err == nil || !strings.Contains(err.Error(), "give requests too") {
 		t.Errorf("when without requests: %v", err)
+	}
+}
+
+// arg may be one name, a list of names (the first the function has) or a
+// position in the signature; every other form is refused where it is.
+func TestParseArgChoice(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		name string
+		want *ArgChoice
+		err  string
+	}{
+		{arg: "batch", name: "batch"},
+		{arg: "[batch, model_worker_batch]", want: &ArgChoice{Names: []string{"batch", "model_worker_batch"}}},
+		{arg: "[batch]", want: &ArgChoice{Names: []string{"batch"}}},
+		{arg: "1", want: &ArgChoice{Position: 1}},
+		{arg: "0", want: &ArgChoice{Position: 0}},
+		{arg: "-1", err: "py.yaml:6: stages.verify.requests.arg: -1 is not an argument position (0 to 255; 0 is self for a method)"},
+		{arg: "256", err: "py.yaml:6: stages.verify.requests.arg: 256 is not an argument position"},
+		{arg: "[]", err: "py.yaml:6: stages.verify.requests.arg: expected 1 to 8 argument names"},
+		{arg: "[a, b, c, d, e, f, g, h, i]", err: "py.yaml:6: stages.verify.requests.arg: expected 1 to 8 argument names"},
+		{arg: "[batch, batch]", err: `py.yaml:6: stages.verify.requests.arg: "batch" given twice`},
+		{arg: "[batch, return]", err: "py.yaml:6: stages.verify.requests.arg: return is the return value, not an argument to choose"},
+		{arg: "[batch, 2x]", err: `py.yaml:6: stages.verify.requests.arg: "2x" is not an argument name`},
+		{arg: "[batch, [x]]", err: "py.yaml:6: stages.verify.requests.arg: expected a non-empty string"},
+		{arg: "{a: b}", err: "py.yaml:6: stages.verify.requests.arg: expected a non-empty string"},
+		{arg: "1.5", err: `py.yaml:6: stages.verify.requests.arg: "1.5" is not an argument name, a list of names or a position`},
+	} {
+		s, err := Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: "+c.arg+", path: reqs, id: rid}\n"))
+		if c.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), c.err) {
+				t.Errorf("arg %s: %v\n want %s", c.arg, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("arg %s: %v", c.arg, err)
+			continue
+		}
+		r := s.Stages[Verify].Requests
+		if r.Arg != c.name || !reflect.DeepEqual(r.ArgChoice, c.want) {
+			t.Errorf("arg %s: Arg %q choice %+v, want %q %+v", c.arg, r.Arg, r.ArgChoice, c.name, c.want)
+		}
+	}
+	// when, accepted and drafted take the same forms.
+	s, err := Parse("py.yaml", []byte(`engine: e
+stages:
+  verify:
+    module: m
+    qualname: W.verify
+    requests: {arg: [batch, model_worker_batch], path: "reqs[*]", id: rid}
+    when: {arg: [batch, model_worker_batch], path: forward_mode, equals: 2}
+  accept:
+    module: m
+    qualname: S.update
+    requests: {arg: 2, path: "req_ids[*]"}
+    accepted: {arg: 2, path: "sampled[*]", len: true}
+    drafted: {arg: [sched, scheduler_output], path: "spec_tokens"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Stages[Verify].When; w.ArgChoice == nil || len(w.ArgChoice.Names) != 2 || w.Arg != "" {
+		t.Errorf("when: %+v", w)
+	}
+	a := s.Stages[Accept]
+	if a.Accepted.ArgChoice == nil || a.Accepted.ArgChoice.Position != 2 || a.Drafted.ArgChoice.String() != "[sched, scheduler_output]" {
+		t.Errorf("accept: %+v %+v", a.Accepted, a.Drafted)
 	}
 }

@@ -5,6 +5,7 @@ package probes
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/specprobe/specprobe/spanschema"
 )
@@ -34,7 +35,10 @@ type Spec struct {
 	SameBatch bool
 	Match     Match
 	Stages    map[string]*Stage
-	File      string // where the spec came from, for messages
+	// Fields, for a native spec whose derefs name struct fields: where
+	// their offsets come from (fields.go).
+	Fields *Fields
+	File   string // where the spec came from, for messages
 }
 
 // Label is the engine's name with its worker, for messages: "sglang-ngram (NGRAMWorker)".
@@ -55,6 +59,9 @@ type Match struct {
 	// highest wins. An engine's variant (a worker whose module is imported
 	// only when it runs) sets 1 to win over the engine's default spec.
 	Priority int
+	// Ranks read the process's parallelism ranks from its title: which
+	// one is traced, and the resource attributes (ranks.go).
+	Ranks []*Rank
 }
 
 // Scope says which requests one call of a stage serves.
@@ -103,16 +110,40 @@ type Stage struct {
 // or an int, as written).
 type PyCond struct {
 	Arg, Path, Equals string
+	ArgChoice         *ArgChoice
 	Line              int
 }
 
 // PyList is a list read from an argument of a Python frame.
 type PyList struct {
-	Arg  string
-	Path string
-	Len  bool  // each item's length instead of the item (vLLM: sampled tokens)
-	Add  int64 // added to each count (-1: the bonus token)
-	Line int
+	Arg       string
+	ArgChoice *ArgChoice
+	Path      string
+	Len       bool  // each item's length instead of the item (vLLM: sampled tokens)
+	Add       int64 // added to each count (-1: the bonus token)
+	Line      int
+}
+
+// ReturnArg names a stage's return value where a spec names an argument.
+const ReturnArg = "return"
+
+// ArgChoice is an argument given other than by one name, so that a spec
+// survives a rename: the first of Names the function has (arg: [batch,
+// model_worker_batch]), or the argument at Position of its signature (arg:
+// 1; 0 is self for a method). It is resolved at attach against the
+// function's code object (loader), which sets the read's Arg to the name
+// chosen; until then Arg is "".
+type ArgChoice struct {
+	Names    []string
+	Position int // when Names is empty
+}
+
+// String is the choice as a spec writes it.
+func (c *ArgChoice) String() string {
+	if len(c.Names) == 0 {
+		return fmt.Sprintf("argument %d", c.Position)
+	}
+	return "[" + strings.Join(c.Names, ", ") + "]"
 }
 
 // IsPython tells a Python stage from a native one.
@@ -122,7 +153,8 @@ func (s *Stage) IsPython() bool { return s.Module != "" }
 // from the argument Arg, each request's id at ID (read while the call runs).
 // A path that ends in a single str or int names one request.
 type PyRequests struct {
-	Arg string
+	Arg       string
+	ArgChoice *ArgChoice // Arg given as a list of names or a position
 	// Path is "" when the argument itself holds the requests.
 	Path string
 	// ID is the id's path in each item; "" when the items are the ids
@@ -171,14 +203,23 @@ var typeNames = map[string]ValueType{"int": TypeInt, "string": TypeString, "vect
 
 // Value is one thing read at a stage boundary.
 type Value struct {
-	At       Boundary
-	From     Source
-	Deref    []int64
-	Type     ValueType
-	Size     int // bytes, for TypeInt
-	ElemSize int // for TypeVectorLen
-	Add      int64
-	Line     int
+	At    Boundary
+	From  Source
+	Deref []int64
+	// DerefExpr, when a deref names fields, holds each offset as written
+	// (nil entries are plain integers); the loader sets Deref from it at
+	// attach, on a copy of the stage (Resolved).
+	DerefExpr []*OffsetExpr
+	Type      ValueType
+	Size      int // bytes, for TypeInt
+	ElemSize  int // for TypeVectorLen
+	Add       int64
+	// Check, when set, is what a value read must satisfy for the offsets
+	// to be believed (checks.go); Origin says, once resolved, where each
+	// deref offset came from, for its errors.
+	Check  *ValueCheck
+	Origin string
+	Line   int
 }
 
 // Limits shared with the BPF program (bpf/stage.c).

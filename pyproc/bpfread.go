@@ -101,6 +101,11 @@ type CodeSlots struct {
 	Names    []string
 	Cell     []bool
 	ArgCount int // positional parameters (co_argcount)
+	// The parameters after them in Names: keyword-only ones
+	// (co_kwonlyargcount), then *args and **kwargs where the function has
+	// them (CO_VARARGS, CO_VARKEYWORDS).
+	KwOnlyArgCount       int
+	VarArgs, VarKeywords bool
 	// The positional arguments' names (co_varnames[:co_argcount]): on
 	// 3.10 the reader finds arguments by position on the caller's stack.
 	NLocalsPlus int
@@ -108,6 +113,24 @@ type CodeSlots struct {
 	// stack (3.11+): at the pop the frame starts this far below its top.
 	FrameBytes uint64
 }
+
+// Params is how many of Names are the function's parameters.
+func (c *CodeSlots) Params() int {
+	n := c.ArgCount + c.KwOnlyArgCount
+	if c.VarArgs {
+		n++
+	}
+	if c.VarKeywords {
+		n++
+	}
+	return n
+}
+
+// Code flags (CPython's Include/cpython/code.h).
+const (
+	coVarArgs     = 0x4
+	coVarKeywords = 0x8
+)
 
 // frameSpecials311 is 3.11's _PyInterpreterFrame before localsplus, in
 // words: (sizeof(_PyInterpreterFrame) - 1) / sizeof(PyObject *).
@@ -137,8 +160,11 @@ func (p *Process) CodeSlots(code uint64) (*CodeSlots, error) {
 		cs.Names = append(cs.Names, s)
 		cs.Cell = append(cs.Cell, p.isCellSlot(code, i) || i >= nvar)
 	}
-	if cs.ArgCount < 0 || cs.ArgCount > len(names) {
-		return nil, fmt.Errorf("code %#x: co_argcount %d with %d local names", code, cs.ArgCount, len(names))
+	flags := hdr.u32(l.CodeFlags)
+	cs.KwOnlyArgCount = int(int32(hdr.u32(l.CodeKwOnlyArgcount)))
+	cs.VarArgs, cs.VarKeywords = flags&coVarArgs != 0, flags&coVarKeywords != 0
+	if cs.ArgCount < 0 || cs.KwOnlyArgCount < 0 || cs.Params() > len(names) {
+		return nil, fmt.Errorf("code %#x: co_argcount %d, co_kwonlyargcount %d, flags %#x with %d local names", code, cs.ArgCount, cs.KwOnlyArgCount, flags, len(names))
 	}
 	if l.CodeNLocalsPlus == 0 {
 		return cs, nil // 3.10: arguments are read from the caller

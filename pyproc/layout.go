@@ -87,8 +87,11 @@ type Layout struct {
 	// indexed by co_varnames, then co_cellvars, co_freevars (CodeNLocals
 	// says where cells start); 3.11+: _PyInterpreterFrame.localsplus
 	// indexed by co_localsplusnames, co_localspluskinds marking cells.
-	FrameLocalsplus                         uint64
-	CodeArgcount                            uint64
+	FrameLocalsplus uint64
+	CodeArgcount    uint64
+	// co_kwonlyargcount follows co_argcount and co_posonlyargcount (ints)
+	// in every version: CodeArgcount + 8.
+	CodeKwOnlyArgcount                      uint64
 	CodeLocalsNames, CodeLocalsKinds        uint64 // kinds 0 on 3.10
 	CodeNLocals, CodeCellvars, CodeFreevars uint64 // 3.10 only
 	BytesData                               uint64 // ob_sval (co_localspluskinds is a bytes)
@@ -191,6 +194,7 @@ func tableLayout(v Version) (Layout, error) {
 	default:
 		return Layout{}, fmt.Errorf("no offset table for CPython %s", v)
 	}
+	l.CodeKwOnlyArgcount = l.CodeArgcount + 8
 	return l, nil
 }
 
@@ -301,6 +305,7 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.CodeFilename, l.CodeName, l.CodeQualname = d["code.filename"], d["code.name"], d["code.qualname"]
 	l.CodeFirstLine = d["code.firstlineno"]
 	l.FrameLocalsplus, l.CodeArgcount = d["frame.localsplus"], d["code.argcount"]
+	l.CodeKwOnlyArgcount = l.CodeArgcount + 8
 	l.FrameInstr = d["frame.instr_ptr"]
 	// The GIL the interpreter uses and its holder; the data-stack top follows
 	// the chunk pointer. Not in the debug offsets: co_nlocalsplus,

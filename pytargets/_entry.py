@@ -49,6 +49,8 @@ def add_common_args(p):
                    help="print 'ready pid=N' then block until SIGUSR1 before serving")
     p.add_argument("--crash-in-verify", type=int, default=0, metavar="K",
                    help="die (exit 3) halfway through the K-th verify call")
+    p.add_argument("--park-in-verify", type=int, default=0, metavar="K",
+                   help="the K-th verify call prints 'parked pid=N' and waits for SIGUSR2 before its work")
     p.add_argument("--raise-in-verify", type=int, default=0, metavar="K",
                    help="every K-th EAGLE V2 verify raises VerifyFailed halfway; the worker logs it"
                         " (\"error\" on the verify line) and runs the verify again")
@@ -73,6 +75,7 @@ def start(args, banner, engine):
     log = _groundtruth.TruthLog(args.log)
     _groundtruth.set_truth(log)
     _faults.CRASH_VERIFY_AT = args.crash_in_verify
+    _faults.PARK_VERIFY_AT = args.park_in_verify
     _faults.RAISE_VERIFY_EVERY = args.raise_in_verify
     import _workload
     _workload.SCALE = args.work_scale

@@ -2,6 +2,7 @@
 
 raise_in_verify(K): every K-th EAGLE V2 verify raises VerifyFailed after half its work; the
 worker logs that verify with "error" and runs it again.
+park_in_verify(K): the K-th verify call waits for SIGUSR2 first thing (a call in progress).
 crash_in_verify(K): the K-th verify call dies halfway through (os._exit(3)) after flushing the
 ground truth: the tracer sees the +1 of that call and never its -1.
 hold(obj, ...): keeps a frame or traceback of a stage call alive after the call returned (as a
@@ -31,11 +32,22 @@ class HeldFrame(Exception):
     """Raised and caught inside a stage method so its traceback keeps the frame."""
 
 
+PARK_VERIFY_AT = 0
+
+
 def verify_entered(work_fn):
     """Called first thing inside a verify stage method. On the K-th call: do half the
-    stage's work, flush the log, and die like a crashing process."""
+    stage's work, flush the log, and die like a crashing process. With --park-in-verify K
+    the K-th call prints "parked pid=N" and waits for SIGUSR2 (a call that is running when a
+    tool looks: probes check --pid reads its values)."""
     global _verify_calls
     _verify_calls += 1
+    if PARK_VERIFY_AT and _verify_calls == PARK_VERIFY_AT:
+        import signal
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+        print("parked pid=%d" % os.getpid(), flush=True)
+        signal.sigwait({signal.SIGUSR2})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
     if CRASH_VERIFY_AT and _verify_calls == CRASH_VERIFY_AT:
         work_fn()
         t = _groundtruth.truth()

@@ -116,6 +116,11 @@ const (
 	KeyHostName       = semconv.HostNameKey
 )
 
+// RankKeys are the resource attributes the catalog's specs put a process's
+// parallelism ranks under (match.ranks), engine by engine: SGLang's and
+// vLLM's names for them.
+var RankKeys = []attribute.Key{"sglang.tp_rank", "sglang.dp_rank", "sglang.pp_rank", "vllm.tp_rank", "vllm.dp_rank"}
+
 // Value names a spec may read that the contract knows.
 const (
 	ValueCorrect = "num_correct_drafts"

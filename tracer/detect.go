@@ -2,7 +2,9 @@ package tracer
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/procgroup"
@@ -12,9 +14,11 @@ import (
 // Detect picks the catalog spec for pid, as attach does without --engine:
 // from the process and the other processes of its server
 // (probes.DetectServer); python names its interpreter for the message ("").
-func Detect(specs []*probes.Spec, pid int) (spec *probes.Spec, python string) {
+// anyRank takes the process whatever its rank (attach --any-rank).
+func Detect(specs []*probes.Spec, pid int, anyRank bool) (spec *probes.Spec, python string, err error) {
 	proc, python, done := detectable(pid)
 	defer done()
+	proc.AnyRank = anyRank
 	var others []probes.Process
 	if server, ok := procgroup.Find(&procgroup.Kernel{}, pid); ok {
 		for _, p := range server.Procs {
@@ -25,7 +29,8 @@ func Detect(specs []*probes.Spec, pid int) (spec *probes.Spec, python string) {
 			}
 		}
 	}
-	return probes.DetectServer(specs, proc, others), python
+	spec, err = probes.DetectServer(specs, proc, others)
+	return spec, python, err
 }
 
 // detectable is what detection reads of pid; done releases it.
@@ -36,7 +41,8 @@ func detectable(pid int) (proc probes.Process, python string, done func()) {
 			libs = append(libs, m.Path)
 		}
 	}
-	proc = probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid), Mapped: libs}
+	args, _ := procfs.Cmdline(pid)
+	proc = probes.Process{Exe: loader.Exe(pid), Cmdline: strings.TrimSpace(strings.Join(args, " ")), Title: probes.Title(args), Mapped: libs}
 	py, err := pyproc.Attach(pid)
 	if err != nil {
 		return proc, "", func() {}

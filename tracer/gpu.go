@@ -7,6 +7,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/specprobe/specprobe/gpu"
+	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
 
@@ -19,7 +20,7 @@ type gpuSession struct {
 	m  *gpu.Metrics
 }
 
-func startGPU(cfg Config) *gpuSession {
+func startGPU(cfg Config, ranks []probes.RankValue) *gpuSession {
 	g := &gpuSession{}
 	if cfg.GPU != nil && cfg.GPU.Start(cfg.PID, cfg.Log) {
 		g.s = cfg.GPU
@@ -27,7 +28,7 @@ func startGPU(cfg Config) *gpuSession {
 	if len(cfg.MetricReaders) == 0 {
 		return g
 	}
-	opts := []sdkmetric.Option{sdkmetric.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource))}
+	opts := []sdkmetric.Option{sdkmetric.WithResource(processResource(cfg, ranks))}
 	for _, r := range cfg.MetricReaders {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
@@ -159,15 +158,8 @@ func (p *pySession) describe(w io.Writer) {
 	for _, t := range p.targets {
 		fmt.Fprintf(w, "  %-12s %s.%s (%s:%d) code object %#x, watched on every thread\n",
 			t.Stage.Name, t.Stage.Module, t.Stage.Qualname, t.Code.Filename, t.Code.FirstLine, t.Code.Addr)
-		switch {
-		case t.Program != nil:
-			var paths []string
-			for _, f := range t.Program.Fields {
-				paths = append(paths, f.Path)
-			}
-			fmt.Fprintf(w, "  %-12s reads %s at each return, in the watchpoint program\n", "", strings.Join(paths, ", "))
-		case t.UserReads():
-			fmt.Fprintf(w, "  %-12s reads its values from user space while calls run, which a short call can outrun: %s\n", "", t.NotCompiled)
+		if r := t.Reads(); r != "" {
+			fmt.Fprintf(w, "  %-12s %s\n", "", r)
 		}
 	}
 }

@@ -202,3 +202,29 @@ func runProcesses(procs []*procTrace, stop <-chan struct{}, interval time.Durati
 	}
 	return exited, err
 }
+
+// ServerProcessError: the process belongs to a server whose session starts
+// from another of its processes (CheckLead), which traces this one's stages too.
+type ServerProcessError struct {
+	PID, Lead int
+	LeadTitle string
+}
+
+func (e *ServerProcessError) Error() string {
+	return fmt.Sprintf("PID %d is a process of a server traced from PID %d (%s), whose session traces its stages too", e.PID, e.Lead, e.LeadTitle)
+}
+
+// CheckLead tells whether a session for pid with spec is the one its server
+// needs: with stages placed in several processes, any of them finds the
+// others, so the daemon, which sees them all, starts one session per
+// server (per DP group), from the process of the verify.
+func CheckLead(spec *probes.Spec, pid int) error {
+	if !spec.Placed() {
+		return nil
+	}
+	procs, err := placeStages(Config{PID: pid, Spec: spec, Log: io.Discard})
+	if err != nil || procs[0].pid == pid {
+		return err
+	}
+	return &ServerProcessError{PID: pid, Lead: procs[0].pid, LeadTitle: procs[0].label()}
+}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/specprobe/specprobe/export"
-	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
@@ -15,18 +15,30 @@ import (
 // and gives it the tensor-parallel rank (and the data-parallel one when
 // there is one); other engines' threads are labelled with their own name.
 type threadLabels struct {
-	pid    int
-	sglang bool
-	host   string
-	tp, dp int
-	names  map[uint32]string // thread names read so far
+	pid        int
+	sglang     bool
+	host       string
+	tp, pp, dp int
+	names      map[uint32]string // thread names read so far
 }
 
-func newThreadLabels(pid int, engine string) *threadLabels {
+// newThreadLabels describes pid's threads; ranks are the process's, as its
+// spec reads them from its title (probes.Match.RanksOf).
+func newThreadLabels(pid int, engine string, ranks []probes.RankValue) *threadLabels {
 	t := &threadLabels{pid: pid, sglang: strings.HasPrefix(engine, "sglang"), host: machineID(pid),
-		tp: spanschema.NoRank, dp: spanschema.NoRank, names: map[uint32]string{}}
+		tp: spanschema.NoRank, pp: spanschema.NoRank, dp: spanschema.NoRank, names: map[uint32]string{}}
 	if t.sglang {
-		t.tp, t.dp = sglangRanks(loader.Cmdline(pid))
+		t.tp = 0 // SGLang's thread span always names a TP rank
+	}
+	for _, r := range ranks {
+		switch r.Rank.Name {
+		case "tp":
+			t.tp = r.Value
+		case "pp":
+			t.pp = r.Value
+		case "dp":
+			t.dp = r.Value
+		}
 	}
 	return t
 }
@@ -47,7 +59,7 @@ func (t *threadLabels) see(tids []uint32) {
 
 // thread is the spanbuilder.OTelSink's Thread.
 func (t *threadLabels) thread(pid, tid uint32) spanschema.Thread {
-	th := spanschema.Thread{HostID: t.host, TID: int(tid), TP: t.tp, PP: spanschema.NoRank, DP: t.dp}
+	th := spanschema.Thread{HostID: t.host, TID: int(tid), TP: t.tp, PP: t.pp, DP: t.dp}
 	if t.sglang {
 		th.Label = "Scheduler"
 		return th
@@ -55,35 +67,6 @@ func (t *threadLabels) thread(pid, tid uint32) spanschema.Thread {
 	t.see([]uint32{tid})
 	th.Label = t.names[tid]
 	return th
-}
-
-// sglangRanks reads the ranks from an SGLang scheduler's process title,
-// sglang::scheduler[_DP<d>][_PP<p>][_TP<t>][_EP<e>]: the title names the TP
-// rank only when TP > 1, and SGLang's thread span always has one, so its
-// absence is rank 0; DP only where the title has it.
-func sglangRanks(title string) (tp, dp int) {
-	tp, dp = 0, spanschema.NoRank
-	name, _, _ := strings.Cut(title, " ")
-	tags, ok := strings.CutPrefix(name, "sglang::scheduler")
-	if !ok {
-		return tp, dp
-	}
-	for _, tag := range strings.Split(tags, "_") {
-		if len(tag) < 3 || len(tag) > 8 {
-			continue
-		}
-		n, err := strconv.Atoi(tag[2:])
-		if err != nil || n < 0 {
-			continue
-		}
-		switch tag[:2] {
-		case "TP":
-			tp = n
-		case "DP":
-			dp = n
-		}
-	}
-	return tp, dp
 }
 
 // machineID is the target's machine id as SGLang reads it (/etc/machine-id,

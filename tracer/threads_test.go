@@ -6,28 +6,36 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
-func TestSGLangRanks(t *testing.T) {
+// A thread span names the ranks the process's spec reads from its title
+// (probes.TestCatalogRanks has the titles); SGLang's always has a TP rank.
+func TestThreadRanks(t *testing.T) {
 	no := spanschema.NoRank
 	for _, c := range []struct {
-		title  string
-		tp, dp int
+		engine, title string
+		tp, pp, dp    int
 	}{
-		{"sglang::scheduler", 0, no},
-		{"sglang::scheduler_TP1", 1, no},
-		{"sglang::scheduler_DP2_TP3", 3, 2},
-		{"sglang::scheduler_DP0_PP1_TP2_EP0", 2, 0},
-		{"sglang::scheduler_DP1", 0, 1},
-		{"sglang::scheduler_TP1 --model x_TP9", 1, no}, // only the title, not what follows it
-		{"python3 -m sglang.launch_server_TP4", 0, no}, // not a scheduler's title
-		{"sglang::scheduler_TP99999999", 0, no},        // no rank has that many digits
-		{"", 0, no},
+		{"sglang", "sglang::scheduler", 0, no, no},
+		{"sglang", "sglang::scheduler_DP2_PP1_TP3", 3, 1, 2},
+		{"sglang", "sglang::scheduler_DP1", 0, no, 1},
+		{"vllm", "VLLM::Worker_DP1_TP1", 1, no, 1},
+		{"vllm", "VLLM::EngineCore", 0, no, no},
+		{"llamacpp", "llama-server", no, no, no},
 	} {
-		tp, dp := sglangRanks(c.title)
-		if tp != c.tp || dp != c.dp {
-			t.Errorf("sglangRanks(%q) = TP %d DP %d, want %d %d", c.title, tp, dp, c.tp, c.dp)
+		spec, err := probes.Lookup(c.engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranks, err := spec.Match.RanksOf(c.title)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th := newThreadLabels(os.Getpid(), c.engine, ranks).thread(1, 2)
+		if th.TP != c.tp || th.PP != c.pp || th.DP != c.dp {
+			t.Errorf("%s %q: TP %d PP %d DP %d, want %d %d %d", c.engine, c.title, th.TP, th.PP, th.DP, c.tp, c.pp, c.dp)
 		}
 	}
 }
@@ -62,13 +70,13 @@ func TestMachineID(t *testing.T) {
 
 func TestThreadLabels(t *testing.T) {
 	pid := os.Getpid()
-	th := newThreadLabels(pid, "sglang-ngram").thread(uint32(pid), 77)
+	th := newThreadLabels(pid, "sglang-ngram", nil).thread(uint32(pid), 77)
 	if th.Label != "Scheduler" || th.TID != 77 || th.TP != 0 || th.DP != spanschema.NoRank || th.PP != spanschema.NoRank || th.HostID == "" {
 		t.Errorf("SGLang thread: %+v", th)
 	}
 	// Another engine's thread is labelled with its name, read while it
 	// runs and kept for when its last spans are made after it is gone.
-	l := newThreadLabels(pid, "llamacpp")
+	l := newThreadLabels(pid, "llamacpp", nil)
 	l.see([]uint32{uint32(pid)})
 	if got := l.names[uint32(pid)]; got == "" || strings.HasPrefix(got, "thread ") {
 		t.Fatalf("see read %q for this process's main thread", got)

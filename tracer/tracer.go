@@ -142,10 +142,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// The resource and the GPUs are those of the process making the spans.
 	cfg.PID = procs[0].pid
-	exps, tp := pipeline(cfg)
+	ranks := processRanks(cfg.PID, cfg.Spec)
+	exps, tp := pipeline(cfg, ranks)
 	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
 	// can take a second, which events would otherwise wait out in the kernel.
-	gpus := startGPU(cfg)
+	gpus := startGPU(cfg, ranks)
 	abandon := func() {
 		ctx, cancel := cfg.flushContext()
 		defer cancel()
@@ -171,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
 	labels := map[uint32]*threadLabels{}
 	for _, p := range procs {
-		labels[uint32(p.pid)] = newThreadLabels(p.pid, cfg.Spec.Engine)
+		labels[uint32(p.pid)] = newThreadLabels(p.pid, cfg.Spec.Engine, processRanks(p.pid, cfg.Spec))
 	}
 	sink.Thread = func(pid, tid uint32) spanschema.Thread {
 		if l := labels[pid]; l != nil {
@@ -189,6 +190,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sites = append(sites, p.sess.Sites()...)
 	}
 	builder := spanbuilder.New(sites, spanbuilder.NewClock(), next)
+	// The first call whose values fail their spec's checks ends the trace:
+	// neither it nor anything after it reaches the builder.
+	var checkErr error
+	refused := make(chan struct{})
+	checked := func(p *procTrace, add func(*spanbuilder.Event)) func(*spanbuilder.Event) {
+		checks := processValueChecks(p.pid, p.targets)
+		return func(ev *spanbuilder.Event) {
+			if checkErr != nil {
+				return
+			}
+			if checkErr = checks.check(ev); checkErr != nil {
+				close(refused)
+				return
+			}
+			add(ev)
+		}
+	}
 	adds := make([]func(*spanbuilder.Event), len(procs))
 	var merge *spanbuilder.Merge[func()]
 	if len(procs) > 1 {
@@ -199,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		for i, p := range procs {
 			base, stream, add := p.base, p.stream, builder.Add
-			filter := p.py.filter(func(e *spanbuilder.Event) { e.Site += base; add(e) })
+			filter := p.py.filter(checked(p, func(e *spanbuilder.Event) { e.Site += base; add(e) }))
 			adds[i] = func(e *spanbuilder.Event) {
 				streams[e.TID] = stream
 				merge.Mark(i, marked(e.BootNs))
@@ -207,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	} else {
-		adds[0] = procs[0].py.filter(builder.Add)
+		adds[0] = procs[0].py.filter(checked(procs[0], builder.Add))
 	}
 	for i, p := range procs {
 		var c counter
@@ -233,7 +251,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	go func() { <-runCtx.Done(); close(stop) }()
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-refused:
+		}
+		close(stop)
+	}()
 
 	events := func() (n, drops uint64) {
 		for _, p := range procs {
@@ -298,6 +322,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		merge.Flush()
 	}
 	switch {
+	case checkErr != nil:
+		res.Reason = "values read did not pass their checks"
+		builder.Flush(spanbuilder.BootNow(), "tracing stopped: values read did not pass their checks")
 	case exitedPID != 0:
 		res.Reason = fmt.Sprintf("target PID %d exited", exitedPID)
 		builder.Flush(spanbuilder.BootNow(), "process exited during the stage")
@@ -322,7 +349,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Progress(Progress{Events: res.Read.Events, Drops: res.Drops, Export: res.Export})
 	}
 	printSummary(cfg.Log, res, accepted)
-	return res, errors.Join(runErr, closeErr, shutErr)
+	return res, errors.Join(checkErr, runErr, closeErr, shutErr)
 }
 
 // describe says what was armed in the process.
@@ -339,6 +366,12 @@ func (p *procTrace) describe(cfg Config) {
 	fmt.Fprintf(cfg.Log, "specprobe: attached to PID %d (%s), engine %s, %d stages (%s):\n", p.pid, p.label(), cfg.Spec.Engine, len(p.targets)+len(p.sess.PyTargets), strings.Join(modes, " and "))
 	for _, t := range p.targets {
 		fmt.Fprintf(cfg.Log, "  %-12s %s in %s at +%#x (%s)\n", t.Stage.Name, t.Symbol.Demangled, t.File.Path, t.Offset, t.First)
+	}
+	if len(p.targets) > 0 && p.targets[0].Layout != nil {
+		fmt.Fprintf(cfg.Log, "  field offsets:\n")
+		for _, line := range p.targets[0].Layout.Describe() {
+			fmt.Fprintf(cfg.Log, "    %s\n", line)
+		}
 	}
 	p.py.describe(cfg.Log)
 }
@@ -383,13 +416,13 @@ func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 	return out
 }
 
-func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
+func pipeline(cfg Config, ranks []probes.RankValue) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
 	sampler := cfg.Sampler
 	if sampler == nil {
 		sampler = sdktrace.AlwaysSample()
 	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource)),
+		sdktrace.WithResource(processResource(cfg, ranks)),
 		sdktrace.WithSampler(sampler),
 	}
 	var procs []*export.QueueProcessor

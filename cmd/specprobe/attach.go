@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -10,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/specprobe/specprobe/discover"
 	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
@@ -32,6 +35,7 @@ func attachCmd() *cobra.Command {
 		wait      time.Duration
 		flush     time.Duration
 		cmdline   string
+		anyRank   bool
 		gpuFl     *gpuFlags
 	)
 	cmd := &cobra.Command{
@@ -89,7 +93,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			if err := loader.CheckPrivileges(); err != nil {
 				return err
 			}
-			spec, err := chooseSpec(pid, specFile, engine)
+			spec, err := chooseSpec(pid, specFile, engine, anyRank)
 			if err != nil {
 				return err
 			}
@@ -129,30 +133,91 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.DurationVar(&idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
 	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python stages: how long to wait for a stage's module to be imported")
 	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
+	f.BoolVar(&anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
 	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (values of flags named like key/token/secret/password/auth and URL credentials replaced) or full")
 	return cmd
 }
 
-// chooseSpec loads --probes, or --engine from the catalog, or finds the catalog
-// spec that matches the process.
-func chooseSpec(pid int, file, engine string) (*probes.Spec, error) {
+// chooseSpec loads --probes, or --engine from the catalog, or finds the
+// catalog spec that matches the process; a process that is not the rank the
+// spec traces is refused unless anyRank.
+func chooseSpec(pid int, file, engine string, anyRank bool) (*probes.Spec, error) {
+	args, _ := procfs.Cmdline(pid)
+	title := probes.Title(args)
+	var spec *probes.Spec
+	var err error
 	switch {
 	case file != "" && engine != "":
 		return nil, fmt.Errorf("give --probes or --engine, not both")
 	case file != "":
-		return probes.Load(file)
+		spec, err = probes.Load(file)
 	case engine != "":
-		return probes.Lookup(engine)
+		spec, err = probes.Lookup(engine)
+	default:
+		spec, err = detectSpec(pid, args, anyRank)
 	}
+	if err == nil && !anyRank {
+		err = spec.CheckRank(title)
+	}
+	var other *probes.OtherRankError
+	if errors.As(err, &other) {
+		return nil, otherRank(pid, other)
+	}
+	return spec, err
+}
+
+// detectSpec finds the catalog spec that matches the process.
+func detectSpec(pid int, args []string, anyRank bool) (*probes.Spec, error) {
 	specs, err := probes.Catalog()
 	if err != nil {
 		return nil, err
 	}
-	if s, python := tracer.Detect(specs, pid); s != nil {
+	s, python, err := tracer.Detect(specs, pid, anyRank)
+	if s != nil {
 		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s\n", s.Label(), python)
 		return s, nil
 	}
+	if err != nil {
+		return nil, err
+	}
 	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))
+}
+
+// otherRank says a process is not the rank its spec traces, which process
+// of its group is (a process started by the same parent with the traced
+// rank's title), and how to trace this one anyway.
+func otherRank(pid int, e *probes.OtherRankError) error {
+	msg := fmt.Sprintf("PID %d: %v", pid, e)
+	if want := e.Spec.PeerTitle(e.Title); want != "" {
+		if peer := peerTitled(pid, want); peer > 0 {
+			msg += fmt.Sprintf("; its group's traced rank is PID %d (%s): attach to it", peer, want)
+		} else {
+			msg += fmt.Sprintf("; no process titled %s was found beside it", want)
+		}
+	}
+	return errors.New(msg + "; or pass --any-rank to trace this one anyway (its spans then repeat the traced rank's)")
+}
+
+// peerTitled finds a process with the same parent as pid titled title; 0
+// when there is none.
+func peerTitled(pid int, title string) int {
+	st, err := procfs.ReadStat(pid)
+	if err != nil {
+		return 0
+	}
+	pids, _ := discover.Scan()
+	for _, p := range pids {
+		if p == pid {
+			continue
+		}
+		if ps, err := procfs.ReadStat(p); err != nil || ps.PPID != st.PPID {
+			continue
+		}
+		if args, err := procfs.Cmdline(p); err == nil && probes.Title(args) == title {
+			return p
+		}
+	}
+	return 0
 }
 
 // checkDurations refuses a negative --duration (0 means no limit) and a

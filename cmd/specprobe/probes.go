@@ -61,20 +61,6 @@ func probesCmd() *cobra.Command {
 			return err
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "check FILE...",
-		Short: "Check probe spec files without attaching",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, f := range args {
-				s, err := probes.Load(f)
-				if err != nil {
-					return err
-				}
-				fmt.Printf("%s: ok (engine %s, %d stages)\n", f, s.Engine, len(s.Stages))
-			}
-			return nil
-		},
-	})
+	cmd.AddCommand(checkCmd())
 	return cmd
 }

@@ -213,6 +213,27 @@ func Cmdline(pid int) ([]string, error) {
 	return strings.Split(string(b), "\x00"), nil
 }
 
+// Getenv returns one variable of pid's initial environment, as "NAME=value"
+// (nothing else of it is kept: it may hold secrets); "" when it is not set
+// in the first maxCmdline bytes.
+func Getenv(pid int, name string) string {
+	f, err := openProc(pid, "environ")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCmdline))
+	if err != nil {
+		return ""
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if strings.HasPrefix(kv, name+"=") {
+			return kv
+		}
+	}
+	return ""
+}
+
 // Exe returns the path of the process's executable as its mount namespace
 // names it, without a " (deleted)" mark; "" for a kernel thread or a
 // process gone.

@@ -100,6 +100,7 @@ int main(void) {
 	OFF("MemberDefOffset", PyMemberDef, offset);
 	OFF("CodeFlags", PyCodeObject, co_flags);
 	OFF("CodeArgcount", PyCodeObject, co_argcount);
+	OFF("CodeKwOnlyArgcount", PyCodeObject, co_kwonlyargcount);
 	OFF("CodeFilename", PyCodeObject, co_filename);
 	OFF("CodeName", PyCodeObject, co_name);
 	OFF("CodeFirstLine", PyCodeObject, co_firstlineno);

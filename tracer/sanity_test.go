@@ -1,0 +1,98 @@
+package tracer
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/spanbuilder"
+)
+
+// The catalog's llama.cpp accept stage, resolved with its newest release's
+// offsets, as site 1 (site 0 a stage without checks).
+func llamaChecks(t *testing.T, cmdline []string, env map[string]string) *valueChecks {
+	t.Helper()
+	spec, err := probes.Lookup("llamacpp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := spec.Fields.Releases[0]
+	layout := &loader.Layout{Offsets: rel.Offsets, Release: rel}
+	for _, n := range spec.Fields.Names() {
+		layout.Sources = append(layout.Sources, loader.FieldSource{Field: n, Offset: rel.Offsets[n], From: "release " + rel.Name})
+	}
+	acc, err := loader.ResolvedStage(spec.Stages[probes.Accept], layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := []loader.Target{{Stage: spec.Stages[probes.Verify]}, {Stage: acc, Layout: layout}}
+	return newValueChecks(targets, cmdline, func(name string) string {
+		if v, ok := env[name]; ok {
+			return name + "=" + v
+		}
+		return ""
+	})
+}
+
+// accept is an accept entry of task on slot.
+func accept(task string, slot int64) *spanbuilder.Event {
+	ev := &spanbuilder.Event{Site: 1, RequestID: task}
+	ev.Values[0] = spanbuilder.Value{Name: "num_drafts", V: 4}
+	ev.Values[1] = spanbuilder.Value{Name: "slot_id", V: slot}
+	ev.NValues = 2
+	return ev
+}
+
+func TestValueChecks(t *testing.T) {
+	type call struct {
+		task string
+		slot int64
+	}
+	np2 := []string{"llama-server", "-np", "2"}
+	tests := []struct {
+		name    string
+		cmdline []string
+		env     map[string]string
+		calls   []call
+		err     string // of the last call; the others pass
+	}{
+		{"two slots interleaved", np2, nil, []call{{"29", 0}, {"28", 1}, {"29", 0}, {"28", 1}, {"31", 1}, {"30", 0}}, ""},
+		{"a request id not read", np2, nil, []call{{"5", 0}, {"", 0}, {"5", 0}}, ""},
+		{"slot past -np", np2, nil, []call{{"1", 0}, {"2", 2}},
+			"stage accept: slot_id read 2, not below 2 (-np 2), at entry from arg3 (deref [-112 = server_slot.id-server_slot.spec_i_batch]): the offsets do not fit this build; tracing stopped rather than export wrong ids; offsets: server_slot.id = 0 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc)"},
+		{"slot a pointer's half", np2, nil, []call{{"1", 21845}}, "slot_id read 21845, not below 2 (-np 2)"},
+		{"negative slot", np2, nil, []call{{"1", -1}}, "slot_id read -1, below 0"},
+		{"auto: 4 slots", []string{"llama-server"}, nil, []call{{"1", 3}, {"2", 4}}, "slot_id read 4, not below 4 (the default 4 (no -np or --parallel or LLAMA_ARG_N_PARALLEL given))"},
+		{"slots from the environment", []string{"llama-server"}, map[string]string{"LLAMA_ARG_N_PARALLEL": "8"}, []call{{"1", 7}}, ""},
+		{"task id goes back on its slot", np2, nil, []call{{"10", 0}, {"12", 0}, {"11", 0}},
+			"stage accept: request_id read 11, less than the 12 read before on slot_id 0: ids go back, at entry from arg3 (deref [128 = server_slot.task-server_slot.spec_i_batch, 0 = server_task.id])"},
+		{"one task on two slots", np2, nil, []call{{"0", 0}, {"0", 1}}, "request_id read 0, read on slot_id 1 and before on slot_id 0: one request on two"},
+		{"negative task", np2, nil, []call{{"-7", 0}}, "request_id read -7, below 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := llamaChecks(t, tc.cmdline, tc.env)
+			for i, cl := range tc.calls {
+				err := c.check(accept(cl.task, cl.slot))
+				last := i == len(tc.calls)-1
+				switch {
+				case !last || tc.err == "":
+					if err != nil {
+						t.Fatalf("call %d (%s on %d): %v", i, cl.task, cl.slot, err)
+					}
+				case err == nil || !strings.Contains(err.Error(), tc.err):
+					t.Fatalf("call %d: %v, want an error saying %q", i, err, tc.err)
+				}
+			}
+		})
+	}
+	// Sites without checks pass whatever they read.
+	c := llamaChecks(t, np2, nil)
+	if err := c.check(&spanbuilder.Event{Site: 0, RequestID: "-1"}); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+	if newValueChecks([]loader.Target{{Stage: &probes.Stage{Name: "verify"}}}, nil, nil) != nil {
+		t.Errorf("checks made for a spec without any")
+	}
+}
