@@ -28,7 +28,6 @@
 #define PY_STR_MAX 128
 #define PY_MAX_MRO 8
 #define PY_MAX_PROBES 16
-#define PY_MAX_ARGS 8
 #define PY_STACK_SCAN 64
 #define PY_BUF 16384 // payload bytes per record; more go in continuation records
 #define PY_SLACK 512 // room past PY_BUF for one item, so writes need one bound check
@@ -52,7 +51,8 @@ enum py_err {
 	PY_E_NOFRAME,   // the call's frame (3.11+) or arguments (3.10) not found
 	PY_E_NORETURN,  // no return value (returned a constant, or raised)
 	PY_E_NOTINT,    // an int wider than 64 bits
-	PY_E_KEYWORD,   // 3.10: the argument was passed by keyword
+	PY_E_KEYWORD,   // 3.10: not passed by position, and the call's keyword arguments cannot be found
+	PY_E_NODEFAULT, // 3.10: not passed, and the function has no default for it
 };
 
 struct pylayout {
@@ -70,6 +70,7 @@ struct pylayout {
 	u64 tp_flags, tp_basicsize, tp_dictoffset, tp_mro, tp_dict, ht_cached_keys;
 	u64 ascii_data, compact_data;
 	u64 func_code, im_func, im_self;
+	u64 func_defaults, func_kwdefaults; // 3.10: a parameter a call does not pass
 	u64 md_def, mdef_type, mdef_offset;
 	u64 t_list, t_tuple, t_dict, t_str, t_long, t_bool, t_function, t_method, t_member, t_cell, t_property, t_getset;
 	u64 none;
@@ -93,14 +94,22 @@ struct pystep {
 #define PYF_LEN 1      // the value is the length of what the steps reach
 #define PYF_ITER_SEQ 2 // steps[iter] walks a list or tuple, else takes the object itself
 
+// 3.10: how a parameter can be passed (a keyword-only one has no position).
+enum py_argkind { PYA_POS, PYA_POSONLY, PYA_KWONLY };
+
 struct pyfield {
 	u8 root;
 	u8 cell;  // the slot holds a cell: the value is its content
-	u16 slot; // 3.11+: localsplus index; 3.10: position among the arguments
+	u16 slot; // 3.11+: localsplus index; 3.10: the parameter's index in co_varnames
 	u8 nsteps;
 	u8 iter;   // the step that walks every item, or PY_MAX_STEPS for none
 	u8 maxstr; // bytes of a str copied at most (<= PY_STR_MAX)
 	u8 flags;  // PYF_*
+	u8 argkind; // 3.10: PYA_*
+	u8 argname; // 3.10: the parameter's name in names (a **kwargs dict, keyword-only defaults)
+	u16 pad;
+	u32 pad2;
+	u64 argstr; // 3.10: the parameter's name object, co_varnames[slot]: the keyword names a call passes are the same interned objects
 	struct pystep steps[PY_MAX_STEPS];
 };
 
@@ -140,10 +149,24 @@ struct {
 // batch has the same type, so the lookup is made once.
 enum py_cache { PY_C_NONE, PY_C_SHARED, PY_C_SLOT };
 
+// 3.10: the arguments of the returning call, as its caller's stack holds them.
+struct pycall {
+	u64 self;    // prepended by a bound method (0: none)
+	u64 func;    // the function object: its defaults
+	u64 postup;  // CALL_FUNCTION_EX: the tuple of positional arguments (0: on the stack)
+	u64 kwnames; // CALL_FUNCTION_KW: the keyword names, their values from slots[kwbase]
+	u64 kwdict;  // CALL_FUNCTION_EX: the keyword arguments' dict
+	u32 npos;    // positional arguments passed, self counted
+	u32 posbase; // slots[posbase]: the first positional argument after self
+	u32 kwbase;
+	u32 nkw;
+	u32 known;   // 0: only self is known (the rest are not found)
+	u32 pad;
+};
+
 struct pyscratch {
 	u64 ts, frame, caller, code;
-	u64 args[PY_MAX_ARGS]; // 3.10: the positional arguments found on the caller's stack
-	u32 nargs;
+	struct pycall call;
 	u32 site;
 	u32 off;   // bytes written in buf (the record header included)
 	u32 field; // the field being read
@@ -164,6 +187,7 @@ struct pyscratch {
 	u8 pad[2];
 	u64 keyptr[PY_MAX_NAMES]; // name objects matched in this trap
 	u64 slots[PY_STACK_SCAN]; // 3.10: the caller's value stack
+	u64 kwn[PY_STACK_SCAN];   // 3.10: a call's keyword names
 	u64 head[32];             // an object's first bytes, read at once (py_out_value, py_attr)
 	u64 chunk[16];            // the item pointers of a PY_ITER, read 16 at a time
 	u64 chunk_at;             // the first item chunk holds, +1 (0: none)
@@ -1150,6 +1174,7 @@ static __always_inline u64 py_tstate(struct pylayout *L)
 struct py_scan {
 	u64 code;
 	u64 self;
+	u64 fn;
 	u32 n;
 	u32 methods_only;
 	s32 at;
@@ -1174,12 +1199,14 @@ static long py_callable_cb(u64 i, void *ctx)
 	}
 	if (!c->methods_only && t == L->t_function && rd64(v + L->func_code, &bad) == c->code && !bad) {
 		c->at = i;
+		c->fn = v;
 		return 1;
 	}
 	if (t == L->t_method) {
 		u64 fn = rd64(v + L->im_func, &bad);
 		if (fn && !bad && rd64(fn + 8, &bad) == L->t_function && rd64(fn + L->func_code, &bad) == c->code && !bad) {
 			c->self = rd64(v + L->im_self, &bad);
+			c->fn = fn;
 			c->at = i;
 			c->bad = bad;
 			return 1;
@@ -1206,8 +1233,9 @@ static __always_inline int py_self310(struct pylayout *L, struct pyscratch *s, u
 	struct py_scan c = {.code = code, .n = n, .methods_only = 1, .at = -1};
 	bpf_loop(PY_STACK_SCAN, py_callable_cb, &c, 0);
 	if (c.at >= 0 && !c.bad) {
-		s->args[0] = c.self;
-		s->nargs = 1;
+		s->call.self = c.self;
+		s->call.npos = 1;
+		s->call.known = 0;
 		return 0;
 	}
 	return fail(s, PY_E_NOFRAME, 7);
@@ -1216,7 +1244,10 @@ static __always_inline int py_self310(struct pylayout *L, struct pyscratch *s, u
 // py_frame310 finds, on the value stack of the caller of a returning call
 // (3.10), the callable and the arguments it passed: they stay there until
 // the call has returned. The callable is a function running code, or a
-// bound method of one (then self comes from the method).
+// bound method of one (then self comes from the method). What is found is
+// where the arguments are (s->call): by position on the stack or in a
+// tuple (CALL_FUNCTION_EX), by keyword after them with a tuple of their
+// names (CALL_FUNCTION_KW) or in a dict (CALL_FUNCTION_EX's **kwargs).
 static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, struct pyprog *p, u64 code)
 {
 	int bad = 0;
@@ -1250,61 +1281,179 @@ static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, 
 	struct py_scan c = {.code = code, .n = n, .at = -1};
 	bpf_loop(PY_STACK_SCAN, py_callable_cb, &c, 0);
 	int at = c.at;
-	u64 self = c.self;
-	bad = c.bad;
-	if (bad)
+	if (c.bad)
 		return fail(s, PY_E_NOFRAME, 7);
 	if (at < 0)
 		return py_self310(L, s, caller, ccode, code);
-	// The positional arguments after the callable.
-	u32 npos;
+	struct pycall *k = &s->call;
+	k->self = c.self;
+	k->func = c.fn;
+	k->known = 1;
+	u32 self = c.self ? 1 : 0;
 	if (op == L->op_call_ex) {
+		// [callable, args tuple, kwargs dict (oparg & 1)]
 		if (at + 1 >= PY_STACK_SCAN || at + 1 >= n)
 			return fail(s, PY_E_NOFRAME, 8);
 		u64 tup = slots[(at + 1) & (PY_STACK_SCAN - 1)];
 		if (rd64(tup + 8, &bad) != L->t_tuple || bad)
 			return fail(s, PY_E_NOFRAME, 9);
 		u64 tn = rd64(tup + 0x10, &bad);
-		u32 k = 0;
-		if (self)
-			s->args[k++] = self;
-		for (int j = 0; j < PY_MAX_ARGS; j++) {
-			if (j >= tn || k >= PY_MAX_ARGS)
-				break;
-			s->args[k & (PY_MAX_ARGS - 1)] = rd64(tup + 0x18 + 8 * j, &bad);
-			k++;
+		if (bad || tn > 1 << 20)
+			return fail(s, PY_E_NOFRAME, 10);
+		k->postup = tup;
+		k->npos = tn + self;
+		if (oparg & 1) {
+			u64 d = at + 2 < n && at + 2 < PY_STACK_SCAN ? slots[(at + 2) & (PY_STACK_SCAN - 1)] : 0;
+			// A mapping that is not a dict was copied into a new one,
+			// which only the interpreter's C stack holds.
+			if (!objptr(d) || rd64(d + 8, &bad) != L->t_dict || bad)
+				k->known = 0;
+			else
+				k->kwdict = d;
 		}
-		s->nargs = k;
-		return bad ? fail(s, PY_E_NOFRAME, 10) : 0;
+		return 0;
 	}
+	// [callable, positional arguments, keyword arguments, their names (CALL_FUNCTION_KW)]
+	u32 npos;
 	if (op == L->op_call_method)
 		npos = at > 0 && slots[(at - 1) & (PY_STACK_SCAN - 1)] == 0 ? oparg : oparg + 1;
 	else
 		npos = oparg;
+	k->posbase = at + 1;
 	if (op == L->op_call_kw) {
-		// The names of the keyword arguments come last: only the
-		// positional ones are known by position.
 		u32 top = at + 1 + npos;
 		u64 names = top < n && top < PY_STACK_SCAN ? slots[top & (PY_STACK_SCAN - 1)] : 0;
-		u64 nk = names ? rd64(names + 0x10, &bad) : 0;
-		if (!names || bad || nk > npos)
+		u64 nk = objptr(names) && rd64(names + 8, &bad) == L->t_tuple ? rd64(names + 0x10, &bad) : 0;
+		if (!names || bad || nk > npos || nk == 0)
 			return fail(s, PY_E_NOFRAME, 11);
 		npos -= nk;
+		k->kwnames = names;
+		k->nkw = nk;
+		k->kwbase = at + 1 + npos;
 	}
-	u32 k = 0;
-	if (self)
-		s->args[k++] = self;
-	for (int j = 0; j < PY_MAX_ARGS; j++) {
-		if (j >= npos || k >= PY_MAX_ARGS)
-			break;
-		u32 at2 = at + 1 + j;
-		if (at2 >= n || at2 >= PY_STACK_SCAN)
-			return fail(s, PY_E_NOFRAME, 12);
-		s->args[k & (PY_MAX_ARGS - 1)] = slots[at2 & (PY_STACK_SCAN - 1)];
-		k++;
-	}
-	s->nargs = k;
+	if (at + 1 + npos + k->nkw > n)
+		return fail(s, PY_E_NOFRAME, 12);
+	k->npos = npos + self;
 	return 0;
+}
+
+// py_kwname310 finds the field's parameter among the call's keyword names
+// (CALL_FUNCTION_KW): its index there, -1 if absent, -2 if unreadable.
+// Identifiers are interned: the names a call passes are the very objects
+// in the parameter's co_varnames, so pointers are compared.
+static __always_inline int py_kwname310(struct pyscratch *s, struct pyfield *fl)
+{
+	u32 nk = s->call.nkw;
+	if (nk > PY_STACK_SCAN) {
+		fail(s, PY_E_BIG, nk);
+		return -2;
+	}
+	if (nk == 0)
+		return -1;
+	if (bpf_probe_read_user(s->kwn, idx(nk * 8 - 1, 511) + 1, (void *)(s->call.kwnames + 0x18))) {
+		fail(s, PY_E_READ, s->call.kwnames);
+		return -2;
+	}
+	for (int j = 0; j < PY_STACK_SCAN; j++) {
+		if (j >= nk)
+			break;
+		if (s->kwn[j] == fl->argstr && fl->argstr)
+			return j;
+	}
+	return -1;
+}
+
+// py_arg310 is the value parameter fl->slot has in the returning call
+// (3.10): passed by position, by keyword, or its default.
+__noinline u64 py_arg310(u32 f)
+{
+	struct pyscratch *s = scratch();
+	struct pylayout *L = layout();
+	if (!s || !L || f >= PY_MAX_FIELDS)
+		return 0;
+	struct pyprog *p = prog_of(s->site);
+	if (!p)
+		return 0;
+	struct pyfield *fl = &p->fields[idx(f, PY_MAX_FIELDS - 1)];
+	struct pycall *k = &s->call;
+	u32 slot = fl->slot;
+	int bad = 0;
+	if (fl->argkind != PYA_KWONLY && slot < k->npos) {
+		u32 i = slot;
+		if (k->self) {
+			if (i == 0)
+				return k->self;
+			i--;
+		}
+		if (k->postup) {
+			u64 v = rd64(k->postup + 0x18 + 8 * (u64)i, &bad);
+			if (bad)
+				fail(s, PY_E_READ, k->postup);
+			return v;
+		}
+		u32 at = k->posbase + i;
+		if (at >= PY_STACK_SCAN) {
+			fail(s, PY_E_NOFRAME, 12);
+			return 0;
+		}
+		return s->slots[idx(at, PY_STACK_SCAN - 1)];
+	}
+	if (!k->known) {
+		fail(s, PY_E_KEYWORD, slot);
+		return 0;
+	}
+	if (fl->argkind != PYA_POSONLY) {
+		if (k->kwnames) {
+			int j = py_kwname310(s, fl);
+			if (j == -2)
+				return 0;
+			if (j >= 0) {
+				u32 at = k->kwbase + j;
+				if (at >= PY_STACK_SCAN) {
+					fail(s, PY_E_NOFRAME, 12);
+					return 0;
+				}
+				return s->slots[idx(at, PY_STACK_SCAN - 1)];
+			}
+		} else if (k->kwdict) {
+			long ix;
+			u64 v = py_dict_get(L, s, k->kwdict, fl->argname, &ix);
+			if (ix == -2)
+				return 0;
+			if (ix >= 0)
+				return v;
+		}
+	}
+	// Not passed: the function's default.
+	u64 fn = k->func;
+	if (!fn) {
+		fail(s, PY_E_NODEFAULT, slot);
+		return 0;
+	}
+	if (fl->argkind == PYA_KWONLY) {
+		u64 d = rd64(fn + L->func_kwdefaults, &bad);
+		if (bad || !d || rd64(d + 8, &bad) != L->t_dict || bad) {
+			fail(s, PY_E_NODEFAULT, slot);
+			return 0;
+		}
+		long ix;
+		u64 v = py_dict_get(L, s, d, fl->argname, &ix);
+		if (ix == -1)
+			fail(s, PY_E_NODEFAULT, slot);
+		return ix >= 0 ? v : 0;
+	}
+	// The defaults are those of the last parameters before the keyword-only ones.
+	u64 d = rd64(fn + L->func_defaults, &bad);
+	u64 nd = d && !bad && rd64(d + 8, &bad) == L->t_tuple && !bad ? rd64(d + 0x10, &bad) : 0;
+	s64 j = (s64)slot - ((s64)p->nargs - (s64)nd);
+	if (bad || j < 0 || (u64)j >= nd) {
+		fail(s, PY_E_NODEFAULT, slot);
+		return 0;
+	}
+	u64 v = rd64(d + 0x18 + 8 * j, &bad);
+	if (bad)
+		fail(s, PY_E_READ, d);
+	return v;
 }
 
 // py_frame finds the returning call's frame (3.11+) or arguments (3.10).
@@ -1342,11 +1491,12 @@ static __always_inline u64 py_root(struct pylayout *L, struct pyscratch *s, stru
 	switch (fl->root) {
 	case PY_ROOT_ARG:
 		if (L->minor == 10) {
-			if (slot >= s->nargs || slot >= PY_MAX_ARGS) {
-				fail(s, PY_E_KEYWORD, slot);
+			v = py_arg310(s->field);
+			if (!v) {
+				if (s->err == PY_OK)
+					fail(s, PY_E_UNSET, slot);
 				return 0;
 			}
-			v = s->args[slot & (PY_MAX_ARGS - 1)];
 		} else {
 			v = rd64(s->frame + L->fr_localsplus + 8 * (u64)slot, &bad);
 		}

@@ -437,7 +437,7 @@ static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u6
 	s->off = sizeof(*e);
 	s->seq = 0;
 	s->err = PY_OK;
-	s->nargs = 0;
+	__builtin_memset(&s->call, 0, sizeof(s->call));
 	s->frame = s->caller = 0;
 	for (int i = 0; i < PY_MAX_NAMES; i++)
 		s->keyptr[i] = 0;

@@ -27,15 +27,20 @@ type StageEvent struct {
 }
 
 type StagePyfield struct {
-	_      structs.HostLayout
-	Root   uint8
-	Cell   uint8
-	Slot   uint16
-	Nsteps uint8
-	Iter   uint8
-	Maxstr uint8
-	Flags  uint8
-	Steps  [8]StagePystep
+	_       structs.HostLayout
+	Root    uint8
+	Cell    uint8
+	Slot    uint16
+	Nsteps  uint8
+	Iter    uint8
+	Maxstr  uint8
+	Flags   uint8
+	Argkind uint8
+	Argname uint8
+	Pad     uint16
+	Pad2    uint32
+	Argstr  uint64
+	Steps   [8]StagePystep
 }
 
 type StagePyframeLayout struct {
@@ -80,6 +85,8 @@ type StagePylayout struct {
 	FuncCode       uint64
 	ImFunc         uint64
 	ImSelf         uint64
+	FuncDefaults   uint64
+	FuncKwdefaults uint64
 	MdDef          uint64
 	MdefType       uint64
 	MdefOffset     uint64
@@ -131,18 +138,31 @@ type StagePyprog struct {
 }
 
 type StagePyscratch struct {
-	_         structs.HostLayout
-	Ts        uint64
-	Frame     uint64
-	Caller    uint64
-	Code      uint64
-	Args      [8]uint64
-	Nargs     uint32
+	_      structs.HostLayout
+	Ts     uint64
+	Frame  uint64
+	Caller uint64
+	Code   uint64
+	Call   struct {
+		_       structs.HostLayout
+		Self    uint64
+		Func    uint64
+		Postup  uint64
+		Kwnames uint64
+		Kwdict  uint64
+		Npos    uint32
+		Posbase uint32
+		Kwbase  uint32
+		Nkw     uint32
+		Known   uint32
+		Pad     uint32
+	}
 	Site      uint32
 	Off       uint32
 	Field     uint32
 	First     uint32
 	Last      uint32
+	_         [4]byte
 	Items     uint64
 	Ikind     uint32
 	Nitems    uint32
@@ -161,6 +181,7 @@ type StagePyscratch struct {
 	_         [6]byte
 	Keyptr    [8]uint64
 	Slots     [64]uint64
+	Kwn       [64]uint64
 	Head      [32]uint64
 	Chunk     [16]uint64
 	ChunkAt   uint64

@@ -382,3 +382,47 @@ func TestSGLangExactLarge(t *testing.T) {
 	}
 	assertNoProbesLeft(t)
 }
+
+// engineKwargsSpec traces engine.py --kwargs: each stage's when reads a
+// parameter the call passes by keyword, through **kwargs or not at all
+// (its default), and resolve() is called with its arguments unpacked.
+const engineKwargsSpec = `engine: my-engine
+stages:
+  draft:
+    module: __main__
+    qualname: draft
+    requests: {arg: batch, path: requests, id: rid}
+    when: {arg: dummy, equals: false}
+  verify:
+    module: __main__
+    qualname: Checker.check
+    requests: {arg: batch, path: requests, id: rid}
+    when: {arg: prefill, equals: false}
+  accept:
+    module: __main__
+    qualname: resolve
+    requests: {arg: batch, path: requests, id: rid}
+    accepted: {arg: counts, path: "[*]"}
+`
+
+// TestExactKeywordArgs: stage arguments passed by keyword, through
+// **kwargs, or left to their defaults (positional-or-keyword and
+// keyword-only) are read at the trap on every interpreter: on 3.10 from
+// the caller's keyword names or dict and the function's defaults.
+func TestExactKeywordArgs(t *testing.T) {
+	needRoot(t)
+	for _, py := range interpreters {
+		if _, err := os.Stat(py); err != nil {
+			t.Logf("interpreter %s not installed: left out", py)
+			continue
+		}
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			res, spans, log := runEngine(t, py, engineKwargsSpec, nil, "--kwargs", "--batch", "16", "--stage-us", "100", "--steps", "40", "--late")
+			compareExact(t, spans, engineTruth(t, log))
+			if p := res.Python; p == nil || p.Failed != 0 || p.Skipped == 0 {
+				t.Errorf("reads: %+v, want none failed and the dummy and prefill calls left out by when", p)
+			}
+		})
+	}
+	assertNoProbesLeft(t)
+}

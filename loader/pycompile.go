@@ -57,7 +57,6 @@ const (
 	pyMaxNames  = 8
 	pyNameLen   = 40
 	pyStrMax    = 128
-	pyMaxArgs   = 8
 )
 
 // Root kinds and step ops of bpf/pyread.h.
@@ -75,6 +74,10 @@ const (
 
 	pyfLen     = 1
 	pyfIterSeq = 2
+
+	pyArgPos     = 0 // positional or keyword
+	pyArgPosOnly = 1
+	pyArgKwOnly  = 2
 )
 
 // ReturnArg names a stage's return value where a spec names an argument.
@@ -293,14 +296,9 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 			f.Cell = 1
 		}
 	case in.Minor == 10:
-		// The caller's stack holds the positional arguments only.
-		if slot >= code.ArgCount {
-			return fmt.Errorf("%q is not a positional argument: on CPython 3.10 only those can be read at the trap", arg)
+		if err := c.arg310(f, code, arg, slot); err != nil {
+			return err
 		}
-		if slot >= pyMaxArgs {
-			return fmt.Errorf("%q is argument %d: the reader finds the first %d", arg, slot, pyMaxArgs)
-		}
-		f.Root = pyRootArg
 	default:
 		f.Root = pyRootArg
 		if code.Cell[slot] {
@@ -308,6 +306,37 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 		}
 	}
 	f.Slot = uint16(slot)
+	return nil
+}
+
+// arg310 says how the reader finds parameter slot of a returning call on
+// 3.10, where the callee's frame is cleared by then: in what its caller
+// passed (by position, by keyword: the name's object is compared with the
+// call's keyword names, or looked up in its **kwargs dict), or else in the
+// function's defaults. The *args and **kwargs parameters and other locals
+// exist only in the callee's frame.
+func (c *pyCompiler) arg310(f *bpf.StagePyfield, code *pyproc.CodeSlots, arg string, slot int) error {
+	if slot >= code.ArgCount+code.KwOnlyArgCount {
+		return fmt.Errorf("%q is not a named parameter: on CPython 3.10 only the arguments a call passes (and the defaults of those it does not) can be read at the trap", arg)
+	}
+	f.Root = pyRootArg
+	switch {
+	case slot < code.PosOnlyArgCount:
+		f.Argkind = pyArgPosOnly
+		return nil // by position or its default: no name needed
+	case slot >= code.ArgCount:
+		f.Argkind = pyArgKwOnly
+	default:
+		f.Argkind = pyArgPos
+	}
+	if slot < len(code.NameAddr) {
+		f.Argstr = code.NameAddr[slot]
+	}
+	ix, err := c.name(arg)
+	if err != nil {
+		return fmt.Errorf("%q, passed by keyword: %w", arg, err)
+	}
+	f.Argname = uint8(ix)
 	return nil
 }
 

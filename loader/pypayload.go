@@ -39,7 +39,8 @@ var pyErrText = []string{
 	"no such attribute", "no such key", "index out of range", "too big (items, string or dict probes)",
 	"a property: computed by Python code, not readable", "not set", "the call's frame was not found",
 	"no return value (it returned a constant or raised)", "an int wider than 64 bits",
-	"the argument was passed by keyword",
+	"not passed by position, and the call's keyword arguments cannot be found (a bound method kept in a local, or **kwargs not a dict)",
+	"not passed, and the function has no default for it",
 }
 
 const (

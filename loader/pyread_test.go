@@ -2,6 +2,7 @@ package loader
 
 import (
 	"encoding/binary"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,14 +95,15 @@ func TestCompilePython(t *testing.T) {
 		{name: "a key and an index", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: \"meta[\\\"ids\\\"][-1]\"}\n", minor: 12,
 			want: [][]step{{{pyOpAttr, 0}, {pyOpKey, 1}, {pyOpIndex, 0}, {pyOpIterSeq, 0}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
 		{name: "two [*]", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: \"groups[*].reqs[*]\", id: rid}\n", minor: 12, err: "more than one [*]"},
-		{name: "3.10: a local is not on the caller's stack", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: out, id: rid}\n", minor: 10, err: "not a positional argument"},
+		{name: "3.10: a local is not on the caller's stack", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: out, id: rid}\n", minor: 10, err: "not a named parameter"},
 		{name: "3.10: no return value", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, id: rid}\n    accepted: {arg: return, path: \"[*]\"}\n", minor: 10, err: "3.11 and later"},
 		{name: "missing argument", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: model_worker_batch, path: reqs, id: rid}\n", minor: 12,
 			err: "stage verify: C.f has no argument model_worker_batch (its arguments: self, batch, drafts; other locals: out, cellvar)", missing: true},
 		{name: "one of several names", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: [model_worker_batch, batch], path: reqs, id: rid}\n", minor: 12,
 			want: [][]step{{{pyOpAttr, 0}, {pyOpIterSeq, 0}, {pyOpAttr, 1}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
+		// On 3.10 the argument's own name comes first: batch may be passed by keyword.
 		{name: "by position", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: 1, path: reqs, id: rid}\n", minor: 10,
-			want: [][]step{{{pyOpAttr, 0}, {pyOpIterSeq, 0}, {pyOpAttr, 1}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
+			want: [][]step{{{pyOpAttr, 1}, {pyOpIterSeq, 0}, {pyOpAttr, 2}}}, flags: []uint8{pyfIterSeq}, roots: []uint8{pyRootArg}},
 		{name: "a long name", stage: "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: " + strings.Repeat("x", 41) + "}\n", minor: 12, err: "longer than 40"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +144,83 @@ func TestCompilePython(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On 3.10 a parameter is read from what the caller passed, by position or
+// by keyword, or from the function's defaults: each field says how it can
+// be passed, the name object compared with a call's keyword names and the
+// name's entry for a **kwargs dict; *args, **kwargs and other locals exist
+// only in the callee's cleared frame and are refused.
+func TestCompilePython310Args(t *testing.T) {
+	// def f(self, /, batch, drafts=None, *args, dummy_run=False, **kw): out = ...
+	code := &pyproc.CodeSlots{
+		Names:    []string{"self", "batch", "drafts", "dummy_run", "args", "kw", "out"},
+		Cell:     make([]bool, 7),
+		NameAddr: []uint64{0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000},
+		ArgCount: 3, PosOnlyArgCount: 1, KwOnlyArgCount: 1, VarArgs: true, VarKeywords: true,
+	}
+	for _, tc := range []struct {
+		arg     string
+		kind    uint8
+		slot    uint16
+		argstr  uint64
+		hasName bool
+		err     string
+	}{
+		{arg: "self", kind: pyArgPosOnly, slot: 0},
+		{arg: "batch", kind: pyArgPos, slot: 1, argstr: 0x2000, hasName: true},
+		{arg: "drafts", kind: pyArgPos, slot: 2, argstr: 0x3000, hasName: true},
+		{arg: "dummy_run", kind: pyArgKwOnly, slot: 3, argstr: 0x4000, hasName: true},
+		{arg: "args", err: "not a named parameter"},
+		{arg: "kw", err: "not a named parameter"},
+		{arg: "out", err: "not a named parameter"},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			st := spec(t, "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs}\n    when: {arg: "+tc.arg+", equals: false}\n").Stages["verify"]
+			p, err := CompilePython(PyCompileInput{Stage: st, Minor: 10, Code: code, Hash: hashOf})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := p.Prog.Fields[1]
+			if f.Root != pyRootArg || f.Slot != tc.slot || f.Argkind != tc.kind || f.Argstr != tc.argstr {
+				t.Errorf("root %d slot %d kind %d argstr %#x, want %d %d %d %#x", f.Root, f.Slot, f.Argkind, f.Argstr, pyRootArg, tc.slot, tc.kind, tc.argstr)
+			}
+			// names: reqs, batch (the requests' root), then this one's.
+			n := p.Prog.Names[f.Argname]
+			if got := string(int8sToBytes(n.S[:n.Len])); tc.hasName && (got != tc.arg || n.Hash != uint64(len(tc.arg))*1000003) {
+				t.Errorf("name %d is %q (hash %#x), want %q", f.Argname, got, n.Hash, tc.arg)
+			}
+		})
+	}
+	// Past the eighth parameter too.
+	many := &pyproc.CodeSlots{Cell: make([]bool, 14), ArgCount: 14, NameAddr: make([]uint64, 14)}
+	for i := range 14 {
+		many.Names = append(many.Names, fmt.Sprintf("a%d", i))
+	}
+	st := spec(t, "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: a1, path: reqs}\n    when: {arg: a13, equals: false}\n").Stages["verify"]
+	if p, err := CompilePython(PyCompileInput{Stage: st, Minor: 10, Code: many, Hash: hashOf}); err != nil || p.Prog.Fields[1].Slot != 13 {
+		t.Errorf("argument 13: %v", err)
+	}
+	// A name that cannot be looked up in a dict cannot be read by keyword.
+	long := &pyproc.CodeSlots{Names: []string{strings.Repeat("x", 41)}, Cell: []bool{false}, ArgCount: 1, NameAddr: []uint64{0x1000}}
+	st = spec(t, "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: "+long.Names[0]+", path: reqs}\n").Stages["verify"]
+	if _, err := CompilePython(PyCompileInput{Stage: st, Minor: 10, Code: long, Hash: hashOf}); err == nil || !strings.Contains(err.Error(), "passed by keyword") {
+		t.Errorf("a 41-byte parameter name: %v", err)
+	}
+}
+
+func int8sToBytes(s []int8) []byte {
+	b := make([]byte, len(s))
+	for i, c := range s {
+		b[i] = byte(c)
+	}
+	return b
 }
 
 func errorsAs(err error, target **MissingNameError) bool {

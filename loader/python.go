@@ -340,6 +340,7 @@ func (s *Session) setTrapLayout(proc *pyproc.Process) error {
 		TpMro: l.TypeMro, TpDict: l.TypeDict, HtCachedKeys: l.TypeCachedKeys,
 		AsciiData: l.ASCIIData, CompactData: l.CompactData,
 		FuncCode: l.FuncCode, ImFunc: l.WrapperCallable, ImSelf: l.WrapperCallable + 8,
+		FuncDefaults: l.FuncDefaults, FuncKwdefaults: l.FuncKwDefaults,
 		MdDef: l.MemberDescrDef, MdefType: l.MemberDefType, MdefOffset: l.MemberDefOffset,
 		T_list: t.Types.List, T_tuple: t.Types.Tuple, T_dict: t.Types.Dict, T_str: t.Types.Str,
 		T_long: t.Types.Long, T_bool: t.Types.Bool, T_function: t.Types.Function, T_method: t.Types.Method,

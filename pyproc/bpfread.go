@@ -100,7 +100,10 @@ type CodeSlots struct {
 	// the slots that hold a cell (3.11+).
 	Names    []string
 	Cell     []bool
-	ArgCount int // positional parameters (co_argcount)
+	NameAddr []uint64 // the name objects (interned strs)
+	ArgCount int      // positional parameters (co_argcount)
+	// The first PosOnlyArgCount of them cannot be passed by keyword.
+	PosOnlyArgCount int
 	// The parameters after them in Names: keyword-only ones
 	// (co_kwonlyargcount), then *args and **kwargs where the function has
 	// them (CO_VARARGS, CO_VARKEYWORDS).
@@ -158,12 +161,14 @@ func (p *Process) CodeSlots(code uint64) (*CodeSlots, error) {
 			return nil, fmt.Errorf("code %#x: local name %d: %w", code, i, err)
 		}
 		cs.Names = append(cs.Names, s)
+		cs.NameAddr = append(cs.NameAddr, n)
 		cs.Cell = append(cs.Cell, p.isCellSlot(code, i) || i >= nvar)
 	}
 	flags := hdr.u32(l.CodeFlags)
 	cs.KwOnlyArgCount = int(int32(hdr.u32(l.CodeKwOnlyArgcount)))
+	cs.PosOnlyArgCount = int(int32(hdr.u32(l.CodePosOnlyArgcount)))
 	cs.VarArgs, cs.VarKeywords = flags&coVarArgs != 0, flags&coVarKeywords != 0
-	if cs.ArgCount < 0 || cs.KwOnlyArgCount < 0 || cs.Params() > len(names) {
+	if cs.ArgCount < 0 || cs.KwOnlyArgCount < 0 || cs.PosOnlyArgCount < 0 || cs.PosOnlyArgCount > cs.ArgCount || cs.Params() > len(names) {
 		return nil, fmt.Errorf("code %#x: co_argcount %d, co_kwonlyargcount %d, flags %#x with %d local names", code, cs.ArgCount, cs.KwOnlyArgCount, flags, len(names))
 	}
 	if l.CodeNLocalsPlus == 0 {

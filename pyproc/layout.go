@@ -78,8 +78,11 @@ type Layout struct {
 	ModuleDict                             uint64
 	FuncName, FuncQualname, FuncCode       uint64
 	FuncDict                               uint64
-	WrapperCallable                        uint64 // staticmethod, classmethod, property fget, method im_func
-	TupleSize, TupleItems                  uint64
+	// __defaults__ (a tuple) and __kwdefaults__ (a dict): on 3.10 the reader
+	// at the trap takes an argument a call did not pass from them.
+	FuncDefaults, FuncKwDefaults uint64
+	WrapperCallable              uint64 // staticmethod, classmethod, property fget, method im_func
+	TupleSize, TupleItems        uint64
 
 	CodeFlags, CodeFilename, CodeName, CodeQualname, CodeFirstLine uint64 // CodeQualname 0 on 3.10
 
@@ -92,6 +95,7 @@ type Layout struct {
 	// co_kwonlyargcount follows co_argcount and co_posonlyargcount (ints)
 	// in every version: CodeArgcount + 8.
 	CodeKwOnlyArgcount                      uint64
+	CodePosOnlyArgcount                     uint64 // CodeArgcount + 4
 	CodeLocalsNames, CodeLocalsKinds        uint64 // kinds 0 on 3.10
 	CodeNLocals, CodeCellvars, CodeFreevars uint64 // 3.10 only
 	BytesData                               uint64 // ob_sval (co_localspluskinds is a bytes)
@@ -137,6 +141,7 @@ func common(v Version) Layout {
 		TypeName: 0x18, TypeFlags: 0xa8, TypeDict: 0x108, TypeMro: 0x158,
 		ModuleDict: 0x10,
 		FuncName:   0x20, FuncQualname: 0x28, FuncCode: 0x30, FuncDict: 0x58,
+		FuncDefaults: 0x38, FuncKwDefaults: 0x40,
 		WrapperCallable: 0x10,
 		TupleSize:       0x10, TupleItems: 0x18,
 		CodeFilename: 0x70, CodeName: 0x78, CodeQualname: 0x80,
@@ -194,7 +199,7 @@ func tableLayout(v Version) (Layout, error) {
 	default:
 		return Layout{}, fmt.Errorf("no offset table for CPython %s", v)
 	}
-	l.CodeKwOnlyArgcount = l.CodeArgcount + 8
+	l.CodeKwOnlyArgcount, l.CodePosOnlyArgcount = l.CodeArgcount+8, l.CodeArgcount+4
 	return l, nil
 }
 
@@ -305,7 +310,7 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.CodeFilename, l.CodeName, l.CodeQualname = d["code.filename"], d["code.name"], d["code.qualname"]
 	l.CodeFirstLine = d["code.firstlineno"]
 	l.FrameLocalsplus, l.CodeArgcount = d["frame.localsplus"], d["code.argcount"]
-	l.CodeKwOnlyArgcount = l.CodeArgcount + 8
+	l.CodeKwOnlyArgcount, l.CodePosOnlyArgcount = l.CodeArgcount+8, l.CodeArgcount+4
 	l.FrameInstr = d["frame.instr_ptr"]
 	// The GIL the interpreter uses and its holder; the data-stack top follows
 	// the chunk pointer. Not in the debug offsets: co_nlocalsplus,

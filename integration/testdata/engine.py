@@ -10,6 +10,10 @@
 # --fork: a child process is forked after attach and runs the same stages,
 # once SIGUSR2 says so.
 # --threads: T threads each run their own loop (their own requests).
+# --kwargs: the stages take parameters with defaults and are called by
+# position, by keyword and through **kwargs in turn: draft() (a dummy call,
+# dummy=True and not logged, each step) and Checker.check (prefill=True by
+# keyword for a prefill, left to its default when decoding).
 #
 # The log (JSON lines) says what really happened: every stage call with its
 # thread, its interval (time.time_ns() around the call) and the ids of the
@@ -58,7 +62,7 @@ class Checker:
     def __init__(self, us, rng):
         self.us, self.rng = us, rng
 
-    def check(self, batch, drafts):
+    def check(self, batch, drafts, *, prefill=False):
         spin(self.us)
         out = []
         for r, k in zip(batch.requests, drafts):
@@ -67,6 +71,11 @@ class Checker:
                 n += 1
             out.append(n)
         return out
+
+
+def draft(batch, k=4, us=0, dummy=False):
+    spin(us)
+    return [k] * len(batch.requests)
 
 
 def resolve(batch, counts):
@@ -96,6 +105,29 @@ class Loop:
                    rids=[r.rid for r in batch.requests], mode=batch.mode)
         return out
 
+    def logged(self, stage, batch, start):
+        self.write(stage=stage, tid=threading.get_native_id(), start_ns=start, end_ns=time.time_ns(),
+                   pid=os.getpid(), rids=[r.rid for r in batch.requests], mode=batch.mode)
+
+    def kwargs_step(self, step, batch):
+        us = self.args.stage_us
+        draft(Batch(batch.requests[:1], 2), 1, us, dummy=True)  # a dummy run: when leaves it out
+        t = time.time_ns()
+        if step % 3 == 0:
+            drafts = draft(batch, 4, us)                  # CALL_FUNCTION, dummy left to its default
+        elif step % 3 == 1:
+            drafts = draft(batch=batch, us=us, k=4)       # CALL_FUNCTION_KW
+        else:
+            drafts = draft(**{"batch": batch, "us": us})  # CALL_FUNCTION_EX with a dict
+        self.logged("draft", batch, t)
+        t = time.time_ns()
+        if step % 2 == 0:
+            counts = self.checker.check(batch, drafts)    # CALL_METHOD, keyword-only default
+        else:
+            counts = Checker.check(self.checker, drafts=drafts, batch=batch)  # CALL_FUNCTION_KW
+        self.logged("verify", batch, t)
+        return drafts, counts
+
     def run(self):
         a = self.args
         running, pending = [], None
@@ -103,14 +135,19 @@ class Loop:
             joining = [Request(uuid.UUID(int=self.rng.getrandbits(128)).hex, self.rng.randint(3, 12))
                        for _ in range(self.rng.randint(0, max(1, a.batch // 4)))]
             joining = joining[:max(0, a.batch - len(running))]
-            if joining:
+            if joining and a.kwargs:
+                Checker.check(self.checker, Batch(joining, 1), [0] * len(joining), prefill=True)
+            elif joining:
                 self.timed("verify", self.checker.check, Batch(joining, 1), [0] * len(joining))
-                running += joining
+            running += joining
             if not running:
                 continue
             batch = Batch(list(running), 2)
-            drafts = self.timed("draft", self.drafter.propose, batch)
-            counts = self.timed("verify", self.checker.check, batch, drafts)
+            if a.kwargs:
+                drafts, counts = self.kwargs_step(step, batch)
+            else:
+                drafts = self.timed("draft", self.drafter.propose, batch)
+                counts = self.timed("verify", self.checker.check, batch, drafts)
             self.write(stage="accept", step=step, rids=[r.rid for r in batch.requests],
                        num_correct_drafts=counts, tid=threading.get_native_id(), pid=os.getpid())
             if a.late:
@@ -135,6 +172,7 @@ def main():
     ap.add_argument("--late", action="store_true")
     ap.add_argument("--fork", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--kwargs", action="store_true")
     args = ap.parse_args()
     # Blocked before the fork: the child inherits the mask and waits for SIGUSR2.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})

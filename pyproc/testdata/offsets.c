@@ -88,6 +88,8 @@ int main(void) {
 	OFF("FuncQualname", PyFunctionObject, func_qualname);
 	OFF("FuncCode", PyFunctionObject, func_code);
 	OFF("FuncDict", PyFunctionObject, func_dict);
+	OFF("FuncDefaults", PyFunctionObject, func_defaults);
+	OFF("FuncKwDefaults", PyFunctionObject, func_kwdefaults);
 	OFF("TupleItems", PyTupleObject, ob_item);
 	OFF("TupleSize", PyVarObject, ob_size);
 	OFF("ListItems", PyListObject, ob_item);
@@ -101,6 +103,7 @@ int main(void) {
 	OFF("CodeFlags", PyCodeObject, co_flags);
 	OFF("CodeArgcount", PyCodeObject, co_argcount);
 	OFF("CodeKwOnlyArgcount", PyCodeObject, co_kwonlyargcount);
+	OFF("CodePosOnlyArgcount", PyCodeObject, co_posonlyargcount);
 	OFF("CodeFilename", PyCodeObject, co_filename);
 	OFF("CodeName", PyCodeObject, co_name);
 	OFF("CodeFirstLine", PyCodeObject, co_firstlineno);
