@@ -65,7 +65,7 @@ struct pylayout {
 	u64 ts_frame;        // 3.10: tstate->frame
 	u64 fr_code, fr_previous, fr_localsplus, fr_instr;
 	u64 fr_valuestack, fr_lasti; // 3.10's PyFrameObject
-	u64 co_code, co_stacksize, co_nlocals; // 3.10's PyCodeObject
+	u64 co_code, co_stacksize, co_nlocals, co_consts; // 3.10's PyCodeObject
 	u64 bytes_data;
 	u64 tp_flags, tp_basicsize, tp_dictoffset, tp_mro, tp_dict, ht_cached_keys;
 	u64 ascii_data, compact_data;
@@ -81,7 +81,8 @@ struct pylayout {
 	u8 op_return, op_return_instr; // RETURN_VALUE, INSTRUMENTED_RETURN_VALUE (0: none)
 	u8 op_call_function, op_call_method, op_call_kw, op_call_ex; // 3.10
 	u8 op_extended_arg;
-	u8 pad[6];
+	u8 op_load_const; // 3.10: LOAD_CONST, which pushes a CALL_FUNCTION_KW's names
+	u8 pad[5];
 };
 
 struct pystep {
@@ -126,6 +127,8 @@ struct pyprog {
 	u32 nlocalsplus;   // 3.11+: the return value is in the first stack slot
 	u32 nargs;         // 3.10: positional parameters
 	u64 caller_code;   // PY_ROOT_CALLER: the code the caller must run
+	u64 func;          // 3.10: the function found at attach, for a call that shows none
+	u64 owner;         // 3.10: the class it was found in (0: none), which a bound method's self is an instance of
 	struct pyfield fields[PY_MAX_FIELDS];
 	struct pyname names[PY_MAX_NAMES];
 };
@@ -1098,6 +1101,14 @@ static __always_inline int py_iter(struct pylayout *L, struct pyscratch *s, u64 
 	} else if (!seq_only && (t == L->t_dict || flags & TPF_DICT_SUBCLASS)) {
 		// Keys in insertion order: the entries of a combined table.
 		u64 keys = h[4];
+		if (h[2] == 0) {
+			// Empty (3.10's new dicts share an empty keys table and a
+			// static values array: they look split).
+			s->ikind = 1;
+			s->nitems = 0;
+			s->items = 0;
+			return 0;
+		}
 		if (h[5])
 			return fail(s, PY_E_TYPE, t); // split: keys in the values' order
 		u64 k[4];
@@ -1241,6 +1252,84 @@ static __always_inline int py_self310(struct pylayout *L, struct pyscratch *s, u
 	return fail(s, PY_E_NOFRAME, 7);
 }
 
+// py_instance_of tells whether obj's type has cls along its MRO.
+static __always_inline int py_instance_of(struct pylayout *L, u64 obj, u64 cls)
+{
+	int bad = 0;
+	u64 t = objptr(obj) ? rd64(obj + 8, &bad) : 0;
+	u64 mro = t && !bad ? rd64(t + L->tp_mro, &bad) : 0;
+	u64 n = objptr(mro) && !bad ? rd64(mro + 0x10, &bad) : 0;
+	if (bad || !cls)
+		return 0;
+	for (int i = 0; i < 32; i++) {
+		if (i >= n)
+			break;
+		if (rd64(mro + 0x18 + 8 * i, &bad) == cls && !bad)
+			return 1;
+	}
+	return 0;
+}
+
+// py_method_kw310: a bound method called with keyword arguments straight
+// from its caller (obj.method(x, k=1): LOAD_ATTR, CALL_FUNCTION_KW) has
+// self written over its own slot for the call, so the callable is not on
+// the stack. The tuple of keyword names still is, right above the values:
+// it is the constant the instruction before the call loaded, and the call's
+// slots lie below it. The slot where the method was must then hold an
+// instance of the class the function was found in (else the callable was
+// something else, a class say, and nothing is read); the function is the
+// one found at attach, checked to run code.
+static __always_inline int py_method_kw310(struct pylayout *L, struct pyscratch *s, struct pyprog *p, u64 ccode, u64 bytecode,
+					   u32 lasti, u32 oparg, u32 n, u64 code)
+{
+	int bad = 0;
+	u8 prev[4] = {};
+	if (lasti < 1 || !L->op_load_const || bpf_probe_read_user(prev + 2, 2, (void *)(bytecode + L->bytes_data + 2 * lasti - 2)))
+		return fail(s, PY_E_NOFRAME, 17);
+	if (prev[2] != L->op_load_const)
+		return fail(s, PY_E_NOFRAME, 17); // an EXTENDED_ARG before the call, or another way
+	u32 ci = prev[3];
+	if (lasti >= 2 && !bpf_probe_read_user(prev, 2, (void *)(bytecode + L->bytes_data + 2 * lasti - 4)) && prev[0] == L->op_extended_arg)
+		ci |= (u32)prev[1] << 8;
+	u64 consts = rd64(ccode + L->co_consts, &bad);
+	u64 nc = objptr(consts) && !bad ? rd64(consts + 0x10, &bad) : 0;
+	if (bad || ci >= nc)
+		return fail(s, PY_E_NOFRAME, 18);
+	u64 names = rd64(consts + 0x18 + 8 * (u64)ci, &bad);
+	u64 nk = objptr(names) && !bad && rd64(names + 8, &bad) == L->t_tuple && !bad ? rd64(names + 0x10, &bad) : 0;
+	if (bad || nk == 0 || nk > oparg)
+		return fail(s, PY_E_NOFRAME, 18);
+	// The lowest slot holding the names with room for the call below it
+	// (one above the stack's top may hold them too, left by a deeper call).
+	int top = -1;
+	for (int i = 0; i < PY_STACK_SCAN; i++) {
+		if (i >= n)
+			break;
+		if (i >= oparg + 1 && s->slots[i] == names) {
+			top = i;
+			break;
+		}
+	}
+	if (top < 0)
+		return fail(s, PY_E_NOFRAME, 19);
+	u32 c = top - oparg - 1;
+	u64 self = s->slots[idx(c, PY_STACK_SCAN - 1)];
+	u64 fn = p->func;
+	if (!py_instance_of(L, self, p->owner))
+		return fail(s, PY_E_NOFRAME, 20);
+	if (!objptr(fn) || rd64(fn + 8, &bad) != L->t_function || rd64(fn + L->func_code, &bad) != code || bad)
+		fn = 0; // replaced: no defaults to take
+	struct pycall *k = &s->call;
+	k->func = fn;
+	k->known = 1;
+	k->posbase = c;
+	k->npos = oparg - nk + 1;
+	k->kwnames = names;
+	k->nkw = nk;
+	k->kwbase = c + 1 + oparg - nk;
+	return 0;
+}
+
 // py_frame310 finds, on the value stack of the caller of a returning call
 // (3.10), the callable and the arguments it passed: they stay there until
 // the call has returned. The callable is a function running code, or a
@@ -1283,6 +1372,8 @@ static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, 
 	int at = c.at;
 	if (c.bad)
 		return fail(s, PY_E_NOFRAME, 7);
+	if (at < 0 && op == L->op_call_kw)
+		return py_method_kw310(L, s, p, ccode, bytecode, lasti, oparg, n, code);
 	if (at < 0)
 		return py_self310(L, s, caller, ccode, code);
 	struct pycall *k = &s->call;

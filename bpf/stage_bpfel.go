@@ -73,6 +73,7 @@ type StagePylayout struct {
 	CoCode         uint64
 	CoStacksize    uint64
 	CoNlocals      uint64
+	CoConsts       uint64
 	BytesData      uint64
 	TpFlags        uint64
 	TpBasicsize    uint64
@@ -115,7 +116,8 @@ type StagePylayout struct {
 	OpCallKw       uint8
 	OpCallEx       uint8
 	OpExtendedArg  uint8
-	Pad            [6]uint8
+	OpLoadConst    uint8
+	Pad            [5]uint8
 }
 
 type StagePyname struct {
@@ -133,6 +135,8 @@ type StagePyprog struct {
 	Nlocalsplus uint32
 	Nargs       uint32
 	CallerCode  uint64
+	Func        uint64
+	Owner       uint64
 	Fields      [8]StagePyfield
 	Names       [8]StagePyname
 }

@@ -156,13 +156,27 @@ func TestSGLangCodeReplaced(t *testing.T) {
 // TestVLLMTarget traces the vLLM-shaped target (Model Runner V2 names) with
 // the catalog spec under every interpreter: draft and verify spans with their
 // requests and the accepted counts the scheduler computes, equal to the
-// target's log.
+// target's log, every call of it (3.10 included: the stages' dummy_run is
+// passed by keyword through torch.inference_mode's wrapper, or left to its
+// default, and read at the trap).
 func TestVLLMTarget(t *testing.T) {
 	spec, script := pyTarget(t, "vllm", "run_vllm.py")
 	for _, py := range interpreters {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
-			sglangRun(t, spec, script, py)
+			cmd, log := startPyTarget(t, script, py)
+			res, matched, total := traceCompareCounted(t, spec, cmd, log, nil, 0)
+			requireEvery(t, res, matched, total)
 		})
+	}
+}
+
+// requireEvery fails unless every call of the log was traced with its
+// requests and no read failed or came late: what holds where every stage
+// is read at the trap.
+func requireEvery(t *testing.T, res *tracer.Result, matched, total int) {
+	t.Helper()
+	if p := res.Python; matched != total || p == nil || p.Failed != 0 || p.Late != 0 {
+		t.Errorf("traced %d of %d stage calls (per request), reads %+v: want every call, none failed or late", matched, total, res.Python)
 	}
 }
 
@@ -233,6 +247,14 @@ func tracePyTarget(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, e
 // skip.
 func traceCompare(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, skip []string, missable int) *tracer.Result {
 	t.Helper()
+	res, _, _ := traceCompareCounted(t, spec, cmd, log, skip, missable)
+	return res
+}
+
+// traceCompareCounted is traceCompare, with how many of the log's calls
+// (per request) were traced, of how many.
+func traceCompareCounted(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, skip []string, missable int) (*tracer.Result, int, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
@@ -257,9 +279,9 @@ func traceCompare(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, sk
 			}
 		}
 	}
-	comparePython(t, spans, want, res.Python, missable)
+	matched, total := comparePython(t, spans, want, res.Python, missable)
 	assertNoProbesLeft(t)
-	return res
+	return res, matched, total
 }
 
 // comparePython checks that every stage span is one of the target's own calls
@@ -268,9 +290,9 @@ func traceCompare(t *testing.T, spec *probes.Spec, cmd *exec.Cmd, log string, sk
 // from the target's memory while a call runs; a read that cannot finish
 // before the call returns drops that step's requests (counted as failed or
 // late), never attributes them wrongly.
-func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][]expectedCall, py *tracer.PyStats, missable int) {
+func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string][]expectedCall, py *tracer.PyStats, missable int) (matched, total int) {
 	t.Helper()
-	total, matched, unmatched, raised := 0, 0, 0, 0
+	unmatched, raised := 0, 0
 	wantRaised := 0
 	for _, calls := range want {
 		total += len(calls)
@@ -344,6 +366,7 @@ func comparePython(t *testing.T, spans []sdktrace.ReadOnlySpan, want map[string]
 	if matched == 0 || py.Reads == 0 {
 		t.Errorf("no stage call traced with its requests")
 	}
+	return matched, total
 }
 
 // TestSGLangWorkers runs the SGLang-shaped target (today's shapes) with each
@@ -363,14 +386,6 @@ func TestSGLangWorkers(t *testing.T) {
 	}
 	for _, w := range sglangWorkers {
 		pys := interpreters
-		if w.worker == "dflash" {
-			// Left out on 3.10, not skipped: there the call's arguments are
-			// read from the caller's value stack, which a call with keyword
-			// arguments (the scheduler's forward_batch_generation(batch,
-			// on_publish=..., ...)) does not give, and DFlash's verify is
-			// its only stage (docs/upstream.md).
-			pys = interpreters[1:]
-		}
 		if w.worker == "eagle_v2" {
 			// Traced on every interpreter by TestSGLangTarget: here it checks
 			// that detection still picks the default spec.

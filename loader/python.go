@@ -163,7 +163,10 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 		return err
 	case err != nil:
 		t.NotCompiled = err.Error()
-	default:
+	case p != nil:
+		// 3.10: a call whose stack shows neither (a bound method called
+		// with keywords) is checked against them.
+		p.Prog.Func, p.Prog.Owner = t.Code.Func, t.Code.Owner
 		t.Program = p
 	}
 	if t.Program == nil && t.Stage.Name == probes.Verify && t.Stage.Accepted != nil {
@@ -334,7 +337,7 @@ func (s *Session) setTrapLayout(proc *pyproc.Process) error {
 		TsNativeTid: l.TstateNativeThreadID, TsDatastackTop: l.TstateDatastackTop, TsFrame: l.TstateFrame,
 		FrCode: l.FrameCode, FrPrevious: l.FramePrevious, FrLocalsplus: l.FrameLocalsplus, FrInstr: l.FrameInstr,
 		FrValuestack: l.FrameValuestack, FrLasti: l.FrameLasti,
-		CoCode: l.CodeCode, CoStacksize: l.CodeStacksize, CoNlocals: l.CodeNLocals,
+		CoCode: l.CodeCode, CoStacksize: l.CodeStacksize, CoNlocals: l.CodeNLocals, CoConsts: l.CodeConsts,
 		BytesData: l.BytesData,
 		TpFlags:   l.TypeFlags, TpBasicsize: l.TypeBasicSize, TpDictoffset: l.TypeDictOffset,
 		TpMro: l.TypeMro, TpDict: l.TypeDict, HtCachedKeys: l.TypeCachedKeys,
@@ -350,7 +353,7 @@ func (s *Session) setTrapLayout(proc *pyproc.Process) error {
 		Minor: uint8(t.Minor), Enabled: 1,
 		OpReturn: t.OpReturn, OpReturnInstr: t.OpReturnInstrumented,
 		OpCallFunction: t.OpCallFunction, OpCallMethod: t.OpCallMethod, OpCallKw: t.OpCallKW,
-		OpCallEx: t.OpCallEx, OpExtendedArg: t.OpExtArg,
+		OpCallEx: t.OpCallEx, OpExtendedArg: t.OpExtArg, OpLoadConst: t.OpLoadConst,
 	}
 	if l.LongTagged {
 		cfg.LongTagged = 1

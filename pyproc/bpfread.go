@@ -22,6 +22,7 @@ type TrapLayout struct {
 	// caller's instruction tells where the callee's arguments are).
 	OpReturn, OpReturnInstrumented                             uint8
 	OpCallFunction, OpCallMethod, OpCallKW, OpCallEx, OpExtArg uint8
+	OpLoadConst                                                uint8
 	// The target's PID namespace, when it is not ours: thread ids in the
 	// interpreter's state are numbered there.
 	NSDev, NSIno uint64
@@ -35,14 +36,18 @@ type TrapTypes struct {
 
 // opcodes per minor version: RETURN_VALUE, INSTRUMENTED_RETURN_VALUE, and
 // 3.10's CALL_FUNCTION, CALL_METHOD, CALL_FUNCTION_KW, CALL_FUNCTION_EX,
-// EXTENDED_ARG (Lib/opcode.py of each version; TestTrapOpcodes checks them
-// against every interpreter here).
-var opcodes = map[int][7]uint8{
-	10: {83, 0, 131, 161, 141, 142, 144},
-	11: {83, 0, 0, 0, 0, 142, 144},
-	12: {83, 242, 0, 0, 0, 142, 144},
-	13: {36, 239, 0, 0, 0, 54, 71},
+// EXTENDED_ARG, LOAD_CONST (Lib/opcode.py of each version; TestTrapOpcodes
+// checks them against every interpreter here).
+var opcodes = map[int][8]uint8{
+	10: {83, 0, 131, 161, 141, 142, 144, 100},
+	11: {83, 0, 0, 0, 0, 142, 144, 100},
+	12: {83, 242, 0, 0, 0, 142, 144, 100},
+	13: {36, 239, 0, 0, 0, 54, 71, 83},
 }
+
+// opcodeNames are opcodes' entries, as Lib/opcode.py names them.
+var opcodeNames = [8]string{"RETURN_VALUE", "INSTRUMENTED_RETURN_VALUE", "CALL_FUNCTION", "CALL_METHOD",
+	"CALL_FUNCTION_KW", "CALL_FUNCTION_EX", "EXTENDED_ARG", "LOAD_CONST"}
 
 // TrapLayout describes the interpreter for reads at a watchpoint trap.
 func (p *Process) TrapLayout() (TrapLayout, error) {
@@ -67,6 +72,7 @@ func (p *Process) TrapLayout() (TrapLayout, error) {
 	}
 	t.OpReturn, t.OpReturnInstrumented = ops[0], ops[1]
 	t.OpCallFunction, t.OpCallMethod, t.OpCallKW, t.OpCallEx, t.OpExtArg = ops[2], ops[3], ops[4], ops[5], ops[6]
+	t.OpLoadConst = ops[7]
 	ty := p.types
 	t.Types = TrapTypes{List: ty.list, Tuple: ty.tuple, Dict: ty.dict, Str: ty.str, Long: ty.long, Bool: ty.boolean,
 		Function: ty.function, Method: ty.method, Member: ty.member, Cell: ty.cell, Property: ty.property,

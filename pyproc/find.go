@@ -22,6 +22,7 @@ const (
 type Code struct {
 	Addr      uint64
 	Func      uint64 // the function object it was reached through (after unwrapping)
+	Owner     uint64 // the class whose attribute it is (0: a module's function)
 	Name      string
 	Qualname  string // co_qualname; func_qualname on 3.10
 	Filename  string
@@ -124,9 +125,14 @@ func (p *Process) FindCode(module, qualname string) (*Code, error) {
 		return nil, &ModuleNotFoundError{Module: module, Near: nearNames(module, keys, 8), Loaded: len(keys)}
 	}
 	obj, path := mod, module
+	var owner uint64
 	for _, name := range strings.Split(qualname, ".") {
 		if name == "<locals>" {
 			return nil, fmt.Errorf("%s.%s: a function local to another function is created per call and cannot be reached from its module", module, qualname)
+		}
+		owner = 0
+		if p.isClass(obj) {
+			owner = obj
 		}
 		if obj, err = p.getattr(obj, name, path); err != nil {
 			return nil, err
@@ -137,7 +143,12 @@ func (p *Process) FindCode(module, qualname string) (*Code, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.readCode(fn, path)
+	c, err := p.readCode(fn, path)
+	if err != nil {
+		return nil, err
+	}
+	c.Owner = owner
+	return c, nil
 }
 
 // getattr looks name up in a module's dict or along a class's MRO.

@@ -128,6 +128,7 @@ type Layout struct {
 	// 3.10's PyFrameObject and PyCodeObject: a returning call's caller keeps
 	// the callable and arguments on its value stack.
 	FrameValuestack, FrameLasti, CodeCode uint64
+	CodeConsts                            uint64 // a CALL_FUNCTION_KW's names are one of co_consts
 }
 
 // common fills what is the same from 3.10 to 3.14 (docs/design.md's table).
@@ -177,7 +178,7 @@ func tableLayout(v Version) (Layout, error) {
 		l.CodeNLocals, l.CodeCellvars, l.CodeFreevars = 0x1c, 0x58, 0x50
 		l.TypeCachedKeys = 0x368
 		l.RuntimeTstateCurrent = 0x238
-		l.CodeStacksize, l.CodeCode = 0x20, 0x30
+		l.CodeStacksize, l.CodeCode, l.CodeConsts = 0x20, 0x30, 0x38
 		l.FrameValuestack, l.FrameLasti = 0x40, 0x60
 	case 11:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x378, 0x10

@@ -121,8 +121,10 @@ class Loop:
             drafts = draft(**{"batch": batch, "us": us})  # CALL_FUNCTION_EX with a dict
         self.logged("draft", batch, t)
         t = time.time_ns()
-        if step % 2 == 0:
+        if step % 3 == 0:
             counts = self.checker.check(batch, drafts)    # CALL_METHOD, keyword-only default
+        elif step % 3 == 1:
+            counts = self.checker.check(batch, drafts=drafts)  # a bound method's CALL_FUNCTION_KW
         else:
             counts = Checker.check(self.checker, drafts=drafts, batch=batch)  # CALL_FUNCTION_KW
         self.logged("verify", batch, t)
@@ -135,8 +137,10 @@ class Loop:
             joining = [Request(uuid.UUID(int=self.rng.getrandbits(128)).hex, self.rng.randint(3, 12))
                        for _ in range(self.rng.randint(0, max(1, a.batch // 4)))]
             joining = joining[:max(0, a.batch - len(running))]
-            if joining and a.kwargs:
+            if joining and a.kwargs and step % 2:
                 Checker.check(self.checker, Batch(joining, 1), [0] * len(joining), prefill=True)
+            elif joining and a.kwargs:
+                self.checker.check(Batch(joining, 1), [0] * len(joining), prefill=True)
             elif joining:
                 self.timed("verify", self.checker.check, Batch(joining, 1), [0] * len(joining))
             running += joining
