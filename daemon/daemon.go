@@ -114,7 +114,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	var mu sync.Mutex
 	for _, e := range opts.Exporters {
-		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, SpanExporter: sharedExporter{&mu, e.SpanExporter}})
+		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{&mu, e.Out()}})
 	}
 	return d, nil
 }

@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/internal/ktime"
 	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -235,17 +236,17 @@ func (d *Daemon) stopAll() {
 	}
 }
 
-// sharedExporter lets every session's span processor use one exporter:
-// calls are serialised and a session's shutdown leaves it open.
+// sharedExporter lets every session's queue use one exporter: calls are
+// serialised and a session's shutdown leaves it open.
 type sharedExporter struct {
 	mu *sync.Mutex
-	sdktrace.SpanExporter
+	export.Exporter
 }
 
-func (s sharedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (s sharedExporter) Export(ctx context.Context, spans []*spanrec.Span) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.SpanExporter.ExportSpans(ctx, spans)
+	return s.Exporter.Export(ctx, spans)
 }
 
 func (sharedExporter) Shutdown(context.Context) error { return nil }

@@ -14,7 +14,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/gpu"
@@ -23,6 +22,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanrec"
 )
 
 // Config is one attach.
@@ -55,7 +55,7 @@ type Config struct {
 	// Kubernetes metadata); Sampler decides which requests' spans are kept
 	// (default: all); Progress, when set, gets the running counts every tick.
 	Resource []attribute.KeyValue
-	Sampler  sdktrace.Sampler
+	Sampler  spanbuilder.Sampler
 	Progress func(Progress)
 	// QueueSize bounds the spans waiting for each exporter (default 65536);
 	// past it spans are dropped and counted, never the target slowed.
@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer py.close()
-	procs, tp := pipeline(cfg)
+	procs, resource := pipeline(cfg)
 	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
 	// can take a second, which events would otherwise wait out in the kernel.
 	gpus := startGPU(cfg)
@@ -136,7 +136,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		ctx, cancel := cfg.flushContext()
 		defer cancel()
 		gpus.stop(ctx, &spanbuilder.Stats{}, cfg)
-		_ = tp.Shutdown(ctx)
+		for _, p := range procs {
+			_ = p.Shutdown(ctx)
+		}
 	}
 	sess, err := loader.Attach(cfg.PID, targets, loader.Options{NoMulti: cfg.NoMulti})
 	if err != nil {
@@ -168,7 +170,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		close(cfg.Attached)
 	}
 
-	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
+	sink := spanbuilder.NewOTelSink(func(spans []*spanrec.Span) {
+		for _, p := range procs {
+			p.Push(spans...)
+		}
+	}, resource, "github.com/specprobe/specprobe")
+	sink.Sampler = cfg.Sampler
 	labels := newThreadLabels(cfg.PID, cfg.Spec.Engine)
 	sink.Thread = labels.thread
 	if cfg.RequestIdle > 0 {
@@ -230,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	live.clear()
 	res.Python = py.stats()
 	var shutErr error
-	res.GPU, shutErr = flush(cfg, procs, tp, gpus, &builder.Stats)
+	res.GPU, shutErr = flush(cfg, procs, gpus, &builder.Stats)
 	res.Stats = builder.Stats
 	res.Export = exportStats(cfg, procs)
 	if cfg.Progress != nil {
@@ -241,12 +248,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // flush delivers what is left, spans of every exporter and the metrics at
-// the same time, within one FlushTimeout. Each span processor is shut down
-// here rather than through the provider, which stops at the first
-// processor that misses the deadline and would leave the others (a
-// Perfetto file written at shutdown) undone. Spans not delivered in time
+// the same time, within one FlushTimeout: every queue at once, so that one
+// that misses the deadline does not leave the others (a Perfetto file
+// written at shutdown) undone. Spans not delivered in time
 // are counted as dropped: that is reported, not returned.
-func flush(cfg Config, procs []*export.QueueProcessor, tp *sdktrace.TracerProvider, gpus *gpuSession, st *spanbuilder.Stats) ([]string, error) {
+func flush(cfg Config, procs []*export.QueueProcessor, gpus *gpuSession, st *spanbuilder.Stats) ([]string, error) {
 	ctx, cancel := cfg.flushContext()
 	defer cancel()
 	errs := make([]error, len(procs))
@@ -257,7 +263,6 @@ func flush(cfg Config, procs []*export.QueueProcessor, tp *sdktrace.TracerProvid
 	var lines []string
 	wg.Go(func() { lines = gpus.stop(ctx, st, cfg) })
 	wg.Wait()
-	_ = tp.Shutdown(context.Background()) // its processors are shut down already
 	var failed []error
 	for i, err := range errs {
 		switch {
@@ -280,27 +285,22 @@ func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 	return out
 }
 
-func pipeline(cfg Config) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
-	sampler := cfg.Sampler
-	if sampler == nil {
-		sampler = sdktrace.AlwaysSample()
-	}
-	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource)),
-		sdktrace.WithSampler(sampler),
-	}
+// pipeline makes a queue per exporter and the process's resource, which
+// every span of the session points to.
+func pipeline(cfg Config) ([]*export.QueueProcessor, *spanrec.Resource) {
 	var procs []*export.QueueProcessor
 	for _, e := range cfg.Exporters {
 		size := cfg.QueueSize
 		if size <= 0 {
-			size = 65536
+			size = DefaultQueueSize
 		}
-		p := export.NewQueueProcessor(e.SpanExporter, size, min(512, size), time.Second)
-		procs = append(procs, p)
-		opts = append(opts, sdktrace.WithSpanProcessor(p))
+		procs = append(procs, export.NewQueueProcessor(e.Out(), size, min(512, size), time.Second))
 	}
-	return procs, sdktrace.NewTracerProvider(opts...)
+	return procs, spanrec.NewResource(processResource(cfg.PID, cfg.Spec.Engine, cfg.CommandLine, cfg.Resource))
 }
+
+// DefaultQueueSize is QueueSize's default.
+const DefaultQueueSize = 65536
 
 func deadThreads(pid int, tids []uint32) []uint32 {
 	var dead []uint32
