@@ -25,6 +25,7 @@ import (
 	"github.com/specprobe/specprobe/discover"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/specmetrics"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -68,6 +69,7 @@ func (d *Daemon) notify(e Event) {
 type Daemon struct {
 	opts     Options
 	budget   *Budget
+	spec     *specmetrics.Metrics // every target's series, on /metrics and OTLP
 	shared   []tracer.Exporter
 	log      *lineLog
 	ctx      context.Context
@@ -126,6 +128,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	mp, reg, err := newMeter(d.Totals, d.opts.MetricReaders)
 	if err != nil {
+		return err
+	}
+	if d.spec, err = specmetrics.New(mp.Meter("github.com/specprobe/specprobe")); err != nil {
 		return err
 	}
 	defer d.shutdown(mp.Shutdown)

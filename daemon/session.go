@@ -113,6 +113,7 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8sme
 			t.resource = d.lookupMeta(c.id.PID).Attributes()
 		}
 		cfg.Resource = t.resource
+		cfg.SpecMetrics = d.spec.Target(spec.Engine, c.id.PID, t.resource...)
 		go func() {
 			select {
 			case <-attached:

@@ -50,6 +50,10 @@ type OTelSink struct {
 	Sampler Sampler
 	// SampledOut counts the requests the sampler left out.
 	SampledOut uint64
+	// OnStep, when set, sees every step, with the trace and decode_loop
+	// span it made (none, kept false, for a request sampled out): the
+	// metrics, whose exemplars name the trace.
+	OnStep func(s *Step, trace spanrec.TraceID, loop spanrec.SpanID, kept bool)
 }
 
 // Sampler decides, once per request from its trace id, whether its spans
@@ -98,6 +102,9 @@ func (o *OTelSink) Step(s Step) {
 	}
 	r.last = maxTime(r.last, s.End)
 	if !r.keep {
+		if o.OnStep != nil {
+			o.OnStep(&s, r.root.Trace, spanrec.SpanID{}, false)
+		}
 		return
 	}
 	th := r.threads[s.TID]
@@ -148,6 +155,9 @@ func (o *OTelSink) Step(s Step) {
 			loop.Failed, loop.Err = true, c.Err
 		}
 		o.batch = append(o.batch, sp)
+	}
+	if o.OnStep != nil {
+		o.OnStep(&s, r.root.Trace, loop.ID, true)
 	}
 	o.out(o.batch)
 	clear(o.batch)

@@ -4,6 +4,7 @@
 package tracer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
 	"github.com/specprobe/specprobe/spanrec"
+	"github.com/specprobe/specprobe/specmetrics"
 )
 
 // Config is one attach.
@@ -50,6 +52,9 @@ type Config struct {
 	// speculative-decoding ratios). Unavailable GPU state is one log line.
 	GPU           *gpu.Sampler
 	MetricReaders []sdkmetric.Reader
+	// SpecMetrics, when set, records the speculative-decoding metrics
+	// (the daemon's, on its /metrics); else they go with MetricReaders.
+	SpecMetrics *specmetrics.Target
 
 	// Resource adds attributes to the process's resource (the daemon's
 	// Kubernetes metadata); Sampler decides which requests' spans are kept
@@ -176,6 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}, resource, "github.com/specprobe/specprobe")
 	sink.Sampler = cfg.Sampler
+	if sm := cmp.Or(cfg.SpecMetrics, gpus.spec); sm != nil {
+		sink.OnStep = sm.Step
+	}
 	labels := newThreadLabels(cfg.PID, cfg.Spec.Engine)
 	sink.Thread = labels.thread
 	if cfg.RequestIdle > 0 {
