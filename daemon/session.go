@@ -99,7 +99,7 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8sme
 	cfg := tracer.Config{
 		PID: c.id.PID, Spec: spec, SkipEndbr: true, Exporters: d.shared,
 		Log: &prefixLog{l: d.log, prefix: fmt.Sprintf("PID %d: ", c.id.PID)}, Attached: attached,
-		ImportWait: 5 * time.Second, QueueSize: d.queueSize(), FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
+		ImportWait: 5 * time.Second, QueueSize: d.budgets.queue, RingBytes: d.budgets.ring, FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
 		Progress: func(p tracer.Progress) { d.mu.Lock(); t.progress = p; d.mu.Unlock() },
 	}
 	if d.opts.EventBudget > 0 {
@@ -147,16 +147,6 @@ func runSession(ctx context.Context, cfg tracer.Config) (res *tracer.Result, err
 }
 
 var errPanic = errors.New("panic")
-
-// queueSize splits the span queues' share of the memory limit (a quarter of
-// it, ~1 KiB a span) over the processes that may be traced at once.
-func (d *Daemon) queueSize() int {
-	limit, _ := ParseSize(d.opts.MemoryLimit)
-	if limit <= 0 {
-		return 0
-	}
-	return max(1024, int(limit/4/1024)/d.opts.MaxProcesses/max(1, len(d.shared)))
-}
 
 // finish records a session's end; an attach that failed on a process that
 // just started is tried again (a library may not be mapped yet).

@@ -65,6 +65,8 @@ type Config struct {
 	// QueueSize bounds the spans waiting for each exporter (default 65536);
 	// past it spans are dropped and counted, never the target slowed.
 	QueueSize int
+	// RingBytes sizes the ring buffer (a power of 2; default 4 MiB).
+	RingBytes uint32
 	// FlushTimeout bounds the export of what is left when the session ends,
 	// spans and metrics together (default DefaultFlushTimeout). What is not
 	// delivered by then is counted as dropped: an unreachable collector
@@ -145,7 +147,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			_ = p.Shutdown(ctx)
 		}
 	}
-	sess, err := loader.Attach(cfg.PID, targets, loader.Options{NoMulti: cfg.NoMulti})
+	sess, err := loader.Attach(cfg.PID, targets, loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes})
 	if err != nil {
 		abandon()
 		return nil, err
