@@ -11,6 +11,8 @@ package specmetrics
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -65,12 +67,21 @@ const (
 // per integer).
 const maxPositions = 32
 
-// Metrics holds the instruments.
+// Metrics holds the instruments. The histograms are the SDK's (they keep
+// exemplars); the counters are each target's own counts, which the SDK reads
+// at each collection: an SDK Add per verify and draft position cost more
+// than everything else a step costs the daemon.
 type Metrics struct {
 	acceptLen, stageDur metric.Float64Histogram
-	perPos, verifies    metric.Int64Counter
-	accepted, drafted   metric.Int64Counter
+	perPos, verifies    metric.Int64ObservableCounter
+	accepted, drafted   metric.Int64ObservableCounter
+	mu                  sync.Mutex
+	targets             []*Target
 }
+
+// maxTargets bounds the targets whose counters are kept: past it the
+// oldest go (processes long gone: far fewer are traced at once).
+const maxTargets = 1024
 
 // New makes the instruments on meter.
 func New(meter metric.Meter) (*Metrics, error) {
@@ -82,15 +93,35 @@ func New(meter metric.Meter) (*Metrics, error) {
 		errs = append(errs, err)
 		return h
 	}
-	counter := func(in Instrument) metric.Int64Counter {
-		c, err := meter.Int64Counter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
+	counter := func(in Instrument) metric.Int64ObservableCounter {
+		c, err := meter.Int64ObservableCounter(in.Name, metric.WithUnit(in.Unit), metric.WithDescription(in.Description))
 		errs = append(errs, err)
 		return c
 	}
 	m.acceptLen, m.stageDur = hist(AcceptanceLength), hist(StageDuration)
 	m.perPos, m.verifies = counter(AcceptedPerPosition), counter(Verifies)
 	m.accepted, m.drafted = counter(AcceptedTokens), counter(DraftedTokens)
+	_, err := meter.RegisterCallback(m.observe, m.perPos, m.verifies, m.accepted, m.drafted)
+	errs = append(errs, err)
 	return m, errors.Join(errs...)
+}
+
+func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.targets {
+		c := &t.counts
+		if !c.active.Load() {
+			continue
+		}
+		o.ObserveInt64(m.verifies, c.verifies.Load(), t.set)
+		o.ObserveInt64(m.accepted, c.accepted.Load(), t.set)
+		o.ObserveInt64(m.drafted, c.drafted.Load(), t.set)
+		for p := range int(c.positions.Load()) {
+			o.ObserveInt64(m.perPos, c.perPos[p].Load(), t.pos[p])
+		}
+	}
+	return nil
 }
 
 // Target is one traced process's series.
@@ -99,10 +130,20 @@ type Target struct {
 	attrs  []attribute.KeyValue
 	set    metric.MeasurementOption
 	stages map[string]metric.MeasurementOption
-	pos    []metric.MeasurementOption
+	pos    [maxPositions]metric.MeasurementOption
+	counts counts
 	// Calls already counted: a batched call reaches the sink once per
 	// request it served, and counts once.
 	seen map[callKey]bool
+}
+
+// counts are a target's counters, written by its session and read by the
+// collection.
+type counts struct {
+	active                      atomic.Bool // a step was recorded
+	verifies, accepted, drafted atomic.Int64
+	perPos                      [maxPositions]atomic.Int64
+	positions                   atomic.Int32 // positions with a series
 }
 
 type callKey struct {
@@ -123,8 +164,18 @@ func (m *Metrics) Target(engine string, pid int, extra ...attribute.KeyValue) *T
 			attrs = append(attrs, kv)
 		}
 	}
-	return &Target{m: m, attrs: attrs, set: metric.WithAttributeSet(attribute.NewSet(attrs...)),
+	t := &Target{m: m, attrs: attrs, set: metric.WithAttributeSet(attribute.NewSet(attrs...)),
 		stages: map[string]metric.MeasurementOption{}, seen: map[callKey]bool{}}
+	for p := range t.pos {
+		t.pos[p] = t.with(KeyPosition.Int(p))
+	}
+	m.mu.Lock()
+	if len(m.targets) >= maxTargets {
+		m.targets = append(m.targets[:0], m.targets[1:]...)
+	}
+	m.targets = append(m.targets, t)
+	m.mu.Unlock()
+	return t
 }
 
 func (t *Target) with(kv attribute.KeyValue) metric.MeasurementOption {
@@ -157,7 +208,7 @@ func (t *Target) Step(s *spanbuilder.Step, tr spanrec.TraceID, span spanrec.Span
 			t.seen[k] = true
 			t.m.stageDur.Record(ctx, c.End.Sub(c.Start).Seconds(), t.stage(c.Stage))
 			if c.Stage == spanschema.Verify {
-				t.m.verifies.Add(ctx, 1, t.set)
+				t.counts.verifies.Add(1)
 			}
 		}
 		for _, v := range c.Values {
@@ -177,11 +228,12 @@ func (t *Target) Step(s *spanbuilder.Step, tr spanrec.TraceID, span spanrec.Span
 		drafted = verifyDrafted
 	}
 	if drafted > 0 {
-		t.m.drafted.Add(ctx, drafted, t.set)
+		t.counts.drafted.Add(drafted)
 	}
 	if verify != nil {
 		t.accepted(ctx, correct, drafted)
 	}
+	t.counts.active.Store(true)
 }
 
 // accepted records a verify's accepted count n of the step's drafts: its
@@ -192,14 +244,12 @@ func (t *Target) accepted(ctx context.Context, n, drafts int64) {
 		return
 	}
 	t.m.acceptLen.Record(ctx, float64(n), t.set)
-	t.m.accepted.Add(ctx, n, t.set)
-	k := max(n, drafts)
-	for p := int64(0); p < min(k, maxPositions); p++ {
-		add := int64(0)
-		if p < n {
-			add = 1
-		}
-		t.m.perPos.Add(ctx, add, t.position(int(p)))
+	t.counts.accepted.Add(n)
+	for p := range min(n, maxPositions) {
+		t.counts.perPos[p].Add(1)
+	}
+	if k := int32(min(max(n, drafts), maxPositions)); k > t.counts.positions.Load() {
+		t.counts.positions.Store(k)
 	}
 }
 
@@ -210,11 +260,4 @@ func (t *Target) stage(name string) metric.MeasurementOption {
 		t.stages[name] = o
 	}
 	return o
-}
-
-func (t *Target) position(p int) metric.MeasurementOption {
-	for len(t.pos) <= p {
-		t.pos = append(t.pos, t.with(KeyPosition.Int(len(t.pos))))
-	}
-	return t.pos[p]
 }
