@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
@@ -20,7 +21,8 @@ import (
 // valueChecks holds each native site's checks and what the request ids
 // were seen doing so far.
 type valueChecks struct {
-	sites map[int]*siteChecks
+	passed int // calls checked that passed
+	sites  map[int]*siteChecks
 	// Per site and slot (the increasing_per value): the last request id,
 	// and each request id's slot.
 	last   map[[2]int64]int64
@@ -89,6 +91,7 @@ func (c *valueChecks) check(ev *spanbuilder.Event) error {
 	for _, v := range ev.Values[:ev.NValues] {
 		vals[v.Name] = v.V
 	}
+	defer func() { c.passed++ }()
 	// Bounds first, for every value: a wrong slot makes the request id's
 	// check say the wrong thing.
 	for pass := 0; pass < 2; pass++ {
@@ -145,6 +148,67 @@ func (c *valueChecks) increasing(site int, id int64, per string, vals map[string
 	}
 	c.last[key], c.slotOf[idKey] = id, slot
 	return ""
+}
+
+// Some wrong offsets read values that pass alone: a constant 0 is a fine
+// first task id, until a second slot reads it too. So the first events are
+// held back, not handed on, until probationCalls checked calls passed or
+// probationTime went by; a refusal in that time drops them all, and no span
+// with a wrong id is made. Spans keep the calls' own times: holding them
+// delays their export, not their timing.
+const (
+	probationCalls = 16
+	probationTime  = 2 * time.Second
+	maxHeld        = 1 << 16 // events held at most (then handed on)
+)
+
+// checkedAdd hands events to add once checks believe them.
+type checkedAdd struct {
+	checks  *valueChecks
+	add     func(*spanbuilder.Event)
+	held    []spanbuilder.Event
+	since   time.Time // the first event held
+	err     error
+	refused chan struct{} // closed at the first refusal
+}
+
+func newCheckedAdd(checks *valueChecks, add func(*spanbuilder.Event)) *checkedAdd {
+	return &checkedAdd{checks: checks, add: add, refused: make(chan struct{})}
+}
+
+func (c *checkedAdd) event(ev *spanbuilder.Event) {
+	if c.err != nil {
+		return
+	}
+	if c.err = c.checks.check(ev); c.err != nil {
+		c.held = nil
+		close(c.refused)
+		return
+	}
+	if c.checks != nil && c.checks.passed < probationCalls && len(c.held) < maxHeld && (c.since.IsZero() || time.Since(c.since) < probationTime) {
+		if c.since.IsZero() {
+			c.since = time.Now()
+		}
+		c.held = append(c.held, *ev)
+		return
+	}
+	c.release()
+	c.add(ev)
+}
+
+// tick hands on what is held once probationTime is over (a spec whose
+// checked stage is seldom called); end hands on the rest.
+func (c *checkedAdd) tick(now time.Time) {
+	if len(c.held) > 0 && now.Sub(c.since) >= probationTime {
+		c.release()
+	}
+}
+
+func (c *checkedAdd) release() {
+	for i := range c.held {
+		c.add(&c.held[i])
+	}
+	c.held = nil
 }
 
 // CheckError is a value that failed its check: the trace stops there.

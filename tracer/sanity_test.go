@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -94,5 +95,66 @@ func TestValueChecks(t *testing.T) {
 	}
 	if newValueChecks([]loader.Target{{Stage: &probes.Stage{Name: "verify"}}}, nil, nil) != nil {
 		t.Errorf("checks made for a spec without any")
+	}
+}
+
+func TestCheckedAddHoldsTheFirstEvents(t *testing.T) {
+	np2 := []string{"llama-server", "-np", "2"}
+	var got []string
+	add := func(ev *spanbuilder.Event) { got = append(got, ev.RequestID) }
+
+	// Task id 0 on slot 0 looks fine alone; on slot 1 too it is refused,
+	// and nothing held is handed on.
+	c := newCheckedAdd(llamaChecks(t, np2, nil), add)
+	c.event(accept("0", 0))
+	c.event(accept("0", 1))
+	if c.err == nil || len(got) != 0 {
+		t.Fatalf("refusal: err %v, handed on %v", c.err, got)
+	}
+	select {
+	case <-c.refused:
+	default:
+		t.Errorf("refused not closed")
+	}
+	c.event(accept("1", 0))
+	c.release()
+	if len(got) != 0 {
+		t.Errorf("handed on after the refusal: %v", got)
+	}
+
+	// Believed after probationCalls checked calls: all handed on, in order.
+	got = nil
+	c = newCheckedAdd(llamaChecks(t, np2, nil), add)
+	for i := range probationCalls - 1 {
+		c.event(accept(fmt.Sprint(i/2*2+i%2), int64(i%2)))
+	}
+	c.event(&spanbuilder.Event{Site: 0}) // a verify: no checks, held in order
+	if len(got) != 0 {
+		t.Fatalf("handed on during probation: %v", got)
+	}
+	c.event(accept("99", 0)) // the last call of the probation
+	if len(got) != probationCalls+1 || got[0] != "0" || got[1] != "1" || got[probationCalls-1] != "" || got[probationCalls] != "99" {
+		t.Errorf("after probation: %v", got)
+	}
+
+	// A seldom-called stage: what is held goes on once probationTime passed.
+	got = nil
+	c = newCheckedAdd(llamaChecks(t, np2, nil), add)
+	c.event(accept("3", 0))
+	c.tick(c.since.Add(probationTime / 2))
+	if len(got) != 0 {
+		t.Errorf("handed on before probationTime: %v", got)
+	}
+	c.tick(c.since.Add(probationTime))
+	if len(got) != 1 {
+		t.Errorf("not handed on after probationTime: %v", got)
+	}
+
+	// No checks in the spec: nothing held.
+	got = nil
+	c = newCheckedAdd(nil, add)
+	c.event(&spanbuilder.Event{RequestID: "x"})
+	if len(got) != 1 {
+		t.Errorf("held without checks: %v", got)
 	}
 }

@@ -184,19 +184,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	builder := spanbuilder.New(sess.Sites(), spanbuilder.NewClock(), py.sink(sink, sess))
 	// The first call whose values fail their spec's checks ends the trace:
 	// neither it nor anything after it reaches the builder.
-	checks := processValueChecks(cfg.PID, targets)
-	var checkErr error
-	refused := make(chan struct{})
-	add := py.filter(func(ev *spanbuilder.Event) {
-		if checkErr != nil {
-			return
-		}
-		if checkErr = checks.check(ev); checkErr != nil {
-			close(refused)
-			return
-		}
-		builder.Add(ev)
-	})
+	checked := newCheckedAdd(processValueChecks(cfg.PID, targets), builder.Add)
+	refused := checked.refused
+	add := py.filter(checked.event)
 	live := newLiveSummary(cfg.Live)
 	accepted := stepCounts(cfg.Spec) && !py.lateCounts()
 	live.accepted = accepted
@@ -225,6 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		labels.see(open)
 		dead := deadThreads(cfg.PID, open)
 		sess.Drain(add)
+		checked.tick(time.Now())
 		for _, tid := range dead {
 			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
 		}
@@ -237,6 +228,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	exited, runErr := sess.Run(stop, 100*time.Millisecond, add, tick)
+	checked.release()
+	checkErr := checked.err
 
 	res := &Result{TargetExited: exited, Read: sess.Stats, Drops: sess.Drops(), Elapsed: time.Since(start)}
 	// Detach before the slow part (export flushing): the target pays nothing from here on.
