@@ -183,20 +183,26 @@ func intVariable(f *elfsym.File, name string) (int64, bool, error) {
 	if err != nil || sym == nil {
 		return 0, false, err
 	}
-	for _, sec := range f.Sections {
-		if sec.Type == elf.SHT_NOBITS && sec.Flags&elf.SHF_ALLOC != 0 && sym.Value >= sec.Addr && sym.Value-sec.Addr < sec.Size {
-			return 0, true, nil // .bss: zero
-		}
-		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_ALLOC == 0 || sym.Value < sec.Addr || sym.Value-sec.Addr >= sec.Size || sec.Size-(sym.Value-sec.Addr) < 4 {
-			continue
-		}
+	// The symbol's own section: its value is an address in a linked file
+	// and an offset into the section in an object file (Addr 0 there).
+	if int(sym.Section) >= len(f.Sections) {
+		return 0, false, fmt.Errorf("%s: symbol %s is in section %d of %d", f.Name, name, sym.Section, len(f.Sections))
+	}
+	sec := f.Sections[sym.Section]
+	if sym.Value < sec.Addr || sym.Value-sec.Addr > sec.Size || sec.Size-(sym.Value-sec.Addr) < 4 {
+		return 0, false, fmt.Errorf("%s: symbol %s at %#x is not inside its section %s", f.Name, name, sym.Value, sec.Name)
+	}
+	switch sec.Type {
+	case elf.SHT_NOBITS:
+		return 0, true, nil // .bss: zero
+	case elf.SHT_PROGBITS:
 		var b [4]byte
 		if _, err := sec.ReadAt(b[:], int64(sym.Value-sec.Addr)); err != nil {
 			return 0, false, fmt.Errorf("%s: reading %s: %w", f.Name, name, err)
 		}
 		return int64(int32(binary.LittleEndian.Uint32(b[:]))), true, nil
 	}
-	return 0, false, fmt.Errorf("%s: symbol %s at %#x is in no data section", f.Name, name, sym.Value)
+	return 0, false, fmt.Errorf("%s: symbol %s is in section %s, which holds no data", f.Name, name, sec.Name)
 }
 
 // ResolvedStage is a copy of st whose derefs are the layout's offsets, each
