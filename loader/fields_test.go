@@ -2,10 +2,8 @@ package loader
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -33,14 +31,7 @@ func TestIntVariable(t *testing.T) {
 
 // A forged symbol pointing past its section is an error, not a read.
 func TestIntVariableForged(t *testing.T) {
-	data, err := os.ReadFile("testdata/structs.o")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, ef := readObject(t, "testdata/structs.o")
 	syms, _ := ef.Symbols()
 	symtab := ef.Section(".symtab")
 	for i, s := range syms {
