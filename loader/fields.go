@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/specprobe/specprobe/internal/elfsym"
@@ -107,8 +108,9 @@ func ResolveFields(maps []Mapping, spec *probes.Spec) (*Layout, error) {
 	return l, nil
 }
 
-// Describe is the layout in one line per field, for attach and check.
-func (l *Layout) Describe() []string {
+// Describe is the layout in one line per field, for attach and check; only
+// of the fields named, when some are.
+func (l *Layout) Describe(only ...string) []string {
 	var out []string
 	if l.BuildFrom != "" {
 		out = append(out, fmt.Sprintf("build %d (%s): release %s", l.Build, l.BuildFrom, l.Release.Name))
@@ -121,7 +123,9 @@ func (l *Layout) Describe() []string {
 		out = append(out, l.Note)
 	}
 	for _, s := range l.Sources {
-		out = append(out, s.String())
+		if len(only) == 0 || slices.Contains(only, s.Field) {
+			out = append(out, s.String())
+		}
 	}
 	return out
 }

@@ -211,6 +211,19 @@ func (c *checkedAdd) release() {
 	c.held = nil
 }
 
+// fieldsOf lists the fields v's derefs name.
+func fieldsOf(v *probes.Value) []string {
+	var out []string
+	for _, e := range v.DerefExpr {
+		if e != nil {
+			for _, t := range e.Terms {
+				out = append(out, t.Field)
+			}
+		}
+	}
+	return out
+}
+
 // CheckError is a value that failed its check: the trace stops there.
 type CheckError struct{ Msg string }
 
@@ -224,7 +237,7 @@ func (sc *siteChecks) refuse(what string, v *probes.Value, x int64, bad string) 
 	msg := fmt.Sprintf("stage %s: %s read %d, %s, at %s from %s (%s): the offsets do not fit this build; "+
 		"tracing stopped rather than export wrong ids", sc.stage.Name, what, x, bad, v.At, v.From, origin)
 	if sc.layout != nil {
-		msg += "; offsets: " + strings.Join(sc.layout.Describe(), "; ")
+		msg += "; offsets: " + strings.Join(sc.layout.Describe(fieldsOf(v)...), "; ")
 	}
 	return &CheckError{Msg: msg}
 }

@@ -61,7 +61,7 @@ func TestValueChecks(t *testing.T) {
 		{"two slots interleaved", np2, nil, []call{{"29", 0}, {"28", 1}, {"29", 0}, {"28", 1}, {"31", 1}, {"30", 0}}, ""},
 		{"a request id not read", np2, nil, []call{{"5", 0}, {"", 0}, {"5", 0}}, ""},
 		{"slot past -np", np2, nil, []call{{"1", 0}, {"2", 2}},
-			"stage accept: slot_id read 2, not below 2 (-np 2), at entry from arg3 (deref [-112 = server_slot.id-server_slot.spec_i_batch]): the offsets do not fit this build; tracing stopped rather than export wrong ids; offsets: server_slot.id = 0 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc)"},
+			"stage accept: slot_id read 2, not below 2 (-np 2), at entry from arg3 (deref [-112 = server_slot.id-server_slot.spec_i_batch]): the offsets do not fit this build; tracing stopped rather than export wrong ids; offsets: server_slot.id = 0 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc); server_slot.spec_i_batch = 112 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc)"},
 		{"slot a pointer's half", np2, nil, []call{{"1", 21845}}, "slot_id read 21845, not below 2 (-np 2)"},
 		{"negative slot", np2, nil, []call{{"1", -1}}, "slot_id read -1, below 0"},
 		{"auto: 4 slots", []string{"llama-server"}, nil, []call{{"1", 3}, {"2", 4}}, "slot_id read 4, not below 4 (the default 4 (no -np or --parallel or LLAMA_ARG_N_PARALLEL given))"},
