@@ -35,7 +35,7 @@ demo: build
 # which another package's tests attaching at the same time would break.
 test: build check-generated
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 ./...
+	$(GO) test -count=1 -p 1 -timeout 30m ./...
 
 # Tests that need neither root nor the demo binaries.
 unit:
@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzNewFile -fuzztime 60s -fuzzminimizetime 2s ./internal/elfsym
 	$(GO) test -run '^$$' -fuzz FuzzBatchEval -fuzztime 60s ./pyproc
 	$(GO) test -run '^$$' -fuzz FuzzDecodePyPayload -fuzztime 30s ./loader
+	$(GO) test -run '^$$' -fuzz FuzzParseTitle -fuzztime 30s ./procgroup
 	$(GO) test -run '^$$' -fuzz FuzzStructOffsets -fuzztime 60s -fuzzminimizetime 2s ./loader
 
 # Rebuild the BPF objects (needs clang-19: apt-get install clang-19 libbpf-dev).

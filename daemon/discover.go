@@ -14,6 +14,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // A candidate is a process that matches no spec yet but may: a Python
@@ -225,6 +226,10 @@ func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool
 	case err != nil:
 		return nil, false, err // another rank of its group is traced
 	case s != nil:
+		// Its server may be traced from another of its processes.
+		if err := tracer.CheckLead(s, pid); err != nil {
+			return nil, false, err
+		}
 		return s, false, nil
 	}
 	switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 // Every look at a process runs on a worker, off the main loop, within a
@@ -54,7 +55,7 @@ const (
 	reasonPathSwapped  = "path_swapped"       // a file it maps is reached through a symlink put there since
 	reasonExecRate     = "exec_rate"          // its user execs faster than execRate: left to the rescan
 	reasonSpecMismatch = "spec_mismatch"      // the spec names an argument its function lacks (another version of the engine)
-	reasonOtherRank    = "other_rank"         // not the rank its spec traces: another process of its group makes the same spans
+	reasonOtherRank    = "other_rank"         // not the rank or process its spec traces from: another process of its group or server makes the same spans
 	reasonBadOffsets   = "wrong_offsets"      // attached, then a value read through its spec's offsets failed its check (another build)
 )
 
@@ -87,7 +88,7 @@ func reasonOf(err error, ctx context.Context) string {
 		return reasonCorrupt
 	case errors.Is(err, safefile.ErrSymlink):
 		return reasonPathSwapped
-	case errors.As(err, new(*probes.OtherRankError)):
+	case errors.As(err, new(*probes.OtherRankError)), errors.As(err, new(*tracer.ServerProcessError)):
 		return reasonOtherRank
 	case errors.As(err, new(*loader.MissingNameError)):
 		// Not tried again: the process runs code the spec was not written for.

@@ -124,6 +124,27 @@ func (f *fleet) spansOf(pid int) []sdktrace.ReadOnlySpan {
 	return out
 }
 
+// nextOf waits for the daemon's next event of kind about one of the
+// processes ours: each event about them must be of kind and about traced.
+func (f *fleet) nextOf(t *testing.T, ours map[int]bool, traced int, kind string, within time.Duration) daemon.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case e := <-f.events:
+			if !ours[e.PID] {
+				continue
+			}
+			if e.PID != traced || e.Kind != kind {
+				t.Fatalf("daemon %s PID %d (%s, %s), want %s of PID %d only", e.Kind, e.PID, e.Engine, e.Reason, kind, traced)
+			}
+			return e
+		case <-deadline:
+			t.Fatalf("no %s event for PID %d within %s", kind, traced, within)
+		}
+	}
+}
+
 // launch starts a target that parks until SIGUSR1, through `sh -c exec` as a
 // launcher script would (the daemon sees the exec of a process that was a shell).
 func launch(t *testing.T, argv ...string) (*exec.Cmd, time.Time) {

@@ -353,3 +353,32 @@ func TestForkedChildNotTraced(t *testing.T) {
 	}
 	assertNoProbesLeft(t)
 }
+
+// TestSGLangExactLarge: the SGLang-shaped target (EAGLE V2, overlap
+// scheduling, the catalog's spec) at batches up to 128 with short stage
+// calls and a CPU hog on every core: every call with its requests, every
+// verify with its count.
+func TestSGLangExactLarge(t *testing.T) {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, py := range []string{interpreters[0], interpreters[2], interpreters[4]} {
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			hogCPUs(t)
+			cmd, log := startPyTarget(t, script, py, "--requests", "150", "--max-batch", "128", "--work-scale", "0.05", "--max-new-tokens", "900")
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			_, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec},
+				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			want := map[string][]*engineCall{}
+			for rid, calls := range pyExpected(t, log) {
+				for _, c := range calls {
+					if c.err != "" {
+						continue
+					}
+					want[rid] = append(want[rid], &engineCall{stage: c.stage, tid: c.tid, start: c.start, end: c.end, correct: c.correct})
+				}
+			}
+			compareExact(t, spans, want)
+		})
+	}
+	assertNoProbesLeft(t)
+}

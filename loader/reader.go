@@ -24,6 +24,14 @@ type ReadStats struct {
 	WatchIgnored uint64
 }
 
+// Add adds o's counts (another process of the same server).
+func (s *ReadStats) Add(o ReadStats) {
+	s.Events += o.Events
+	s.ReadFailed += o.ReadFailed
+	s.UnknownSite += o.UnknownSite
+	s.WatchIgnored += o.WatchIgnored
+}
+
 // Run reads events in the order the probes fired and hands each to handle,
 // calling tick every interval. The BPF side wakes the reader only in batches,
 // so a timed drain picks up the rest. It returns when stop closes (exited

@@ -32,14 +32,7 @@ type Process struct {
 // A process that fits a spec but is not the rank it traces (match.ranks)
 // gets no spec and an *OtherRankError naming both.
 func Detect(specs []*Spec, p Process) (*Spec, error) {
-	s := detect(specs, p)
-	if s == nil || p.AnyRank {
-		return s, nil
-	}
-	if err := s.CheckRank(p.Title); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return DetectServer(specs, p, nil)
 }
 
 func detect(specs []*Spec, p Process) *Spec {
@@ -116,4 +109,38 @@ func ByPriority(specs []*Spec) []*Spec {
 	out := slices.Clone(specs)
 	slices.SortStableFunc(out, func(a, b *Spec) int { return b.Match.Priority - a.Match.Priority })
 	return out
+}
+
+// DetectServer is Detect for a process that may be one of several of a
+// server (procgroup): besides its own match, a spec that places its stages
+// by process title (Stage.Process) may be matched by another process of
+// the server (vLLM with TP > 1: the speculator's module is imported in the
+// workers, not in EngineCore). Of the matches, the highest priority wins,
+// the attached process's first among equals; its ranks are checked
+// (CheckRank).
+func DetectServer(specs []*Spec, attached Process, others []Process) (*Spec, error) {
+	best := detect(specs, attached)
+	for _, p := range others {
+		s := detect(specs, p)
+		if s != nil && s.Placed() && (best == nil || s.Match.Priority > best.Match.Priority) {
+			best = s
+		}
+	}
+	if best == nil || attached.AnyRank {
+		return best, nil
+	}
+	if err := best.CheckRank(attached.Title); err != nil {
+		return nil, err
+	}
+	return best, nil
+}
+
+// Placed tells whether a stage of the spec names the processes it runs in.
+func (s *Spec) Placed() bool {
+	for _, st := range s.Stages {
+		if len(st.Process) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -255,8 +255,16 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 
 func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	what := "stages." + name
-	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "when", "read_from", "accepted", "drafted")
+	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "when", "read_from", "accepted", "drafted", "process")
 	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
+	if pr, ok := f["process"]; ok {
+		s.Process = p.strs(pr, what+".process")
+		for _, name := range s.Process {
+			if !titleName.MatchString(name) {
+				p.fail(pr, "%s.process: %q is not the name in a process title (VLLM::Worker_TP0 is Worker)", what, name)
+			}
+		}
+	}
 	if _, ok := f["module"]; ok {
 		p.pythonStage(s, n, f, what)
 		return s
@@ -318,6 +326,9 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+
+// titleName is the name in a process title, as procgroup.ParseTitle reads it.
+var titleName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
 
 func (p *parser) checkLimits(s *Stage, n *yaml.Node, what string) {
 	if p.err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -271,7 +272,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,
 			[]string{`stages: unknown key "prefill" (expected one of draft, verify, accept, draft_extend)`}},
 		{"unknown stage key", minimal + "    sym: x\n", 7,
-			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, when, read_from, accepted, drafted)`}},
+			[]string{`stages.verify: unknown key "sym" (expected one of binary, symbol, scope, request_id, values, module, qualname, requests, when, read_from, accepted, drafted, process)`}},
 		{"unknown value key", minimal + "    values:\n      x: {at: entry, from: arg0, offset: 8}\n", 8,
 			[]string{`stages.verify.values.x: unknown key "offset" (expected one of at, from, deref, type, size, elem_size, add, check)`}},
 		{"unknown request_id key", minimal + "  draft:\n    binary: b\n    symbol: d\n    request_id: {at: entry, form: arg0}\n", 10,
@@ -728,6 +729,40 @@ func TestDetectRequireModule(t *testing.T) {
 	} {
 		if got := detectNoErr(t, specs, tc.p); got != tc.want {
 			t.Errorf("%s: Detect = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDetectServer(t *testing.T) {
+	mod := func(names ...string) func(string) bool {
+		return func(m string) bool { return slices.Contains(names, m) }
+	}
+	placed := &probes.Spec{Engine: "vllm-mtp", Match: probes.Match{Module: []string{"vllm.mtp"}, Priority: 2},
+		Stages: map[string]*probes.Stage{"verify": {Module: "vllm.runner", Qualname: "R.execute_model", Process: []string{"Worker", "EngineCore"}}}}
+	plain := &probes.Spec{Engine: "vllm-core", Match: probes.Match{Module: []string{"vllm.core"}, Priority: 1},
+		Stages: map[string]*probes.Stage{"verify": {Module: "vllm.core", Qualname: "C.step"}}}
+	unplaced := &probes.Spec{Engine: "sglang", Match: probes.Match{Module: []string{"sglang.scheduler"}, Priority: 3},
+		Stages: map[string]*probes.Stage{"verify": {Module: "sglang.worker", Qualname: "W.verify"}}}
+	specs := []*probes.Spec{placed, plain, unplaced}
+	core := probes.Process{Exe: "python3", HasModule: mod("vllm.core")}
+	worker := probes.Process{Exe: "python3", HasModule: mod("vllm.mtp", "vllm.runner")}
+	scheduler := probes.Process{Exe: "python3", HasModule: mod("sglang.scheduler")}
+	launcher := probes.Process{Exe: "python3", HasModule: mod()}
+	for _, tc := range []struct {
+		name     string
+		attached probes.Process
+		others   []probes.Process
+		want     *probes.Spec
+	}{
+		{"EngineCore, its worker's speculator outranks", core, []probes.Process{worker}, placed},
+		{"the worker itself", worker, []probes.Process{core}, placed},
+		{"alone", core, nil, plain},
+		// A launcher runs no stage, and a spec that does not place its
+		// stages would run them in the launcher: not taken from a child.
+		{"a launcher", launcher, []probes.Process{scheduler}, nil},
+	} {
+		if got, err := probes.DetectServer(specs, tc.attached, tc.others); got != tc.want || err != nil {
+			t.Errorf("%s: DetectServer = %v, %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
 }

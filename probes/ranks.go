@@ -163,8 +163,13 @@ func (e *OtherRankError) Error() string {
 }
 
 // CheckRank tells whether the process titled title is a rank the spec
-// traces; an *OtherRankError says why not.
+// traces; an *OtherRankError says why not. A spec that places its stages
+// (Placed) takes any: it finds the ranks it traces among the server's
+// processes (procgroup.Server.Place).
 func (s *Spec) CheckRank(title string) error {
+	if s.Placed() {
+		return nil
+	}
 	ranks, err := s.Match.RanksOf(title)
 	if err != nil {
 		return &OtherRankError{Spec: s, Title: title, Reason: err.Error()}

@@ -46,8 +46,9 @@ func TestCatalogRanks(t *testing.T) {
 		{vllm, "VLLM::EngineCore_DP1", "tp=0 dp=1", true, ""},
 		{vllm, "VLLM::Worker", "tp=0", true, ""},
 		{vllm, "VLLM::Worker_TP0", "tp=0", true, ""},
-		{vllm, "VLLM::Worker_TP1", "tp=1", false, "VLLM::Worker_TP0"},
-		{vllm, "VLLM::Worker_DP1_PP0_PCP1_TP3_DCP1_EP7", "tp=3 dp=1", false, "VLLM::Worker_DP1_PP0_PCP1_TP0_DCP1_EP7"},
+		// vLLM's specs place their stages (process:): attaching rank 1 traces its server's rank 0.
+		{vllm, "VLLM::Worker_TP1", "tp=1", true, ""},
+		{vllm, "VLLM::Worker_DP1_PP0_PCP1_TP3_DCP1_EP7", "tp=3 dp=1", true, ""},
 	} {
 		t.Run(c.title, func(t *testing.T) {
 			ranks, err := c.spec.Match.RanksOf(c.title)

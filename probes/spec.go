@@ -81,6 +81,10 @@ type Stage struct {
 	RequestID *Value
 	Values    map[string]*Value
 	Line      int
+	// Process names the processes of the server the stage runs in, by the
+	// name in their titles (VLLM::Worker_TP0 is "Worker"), first preferred;
+	// nil: the process attached (procgroup.Server.Place).
+	Process []string
 
 	// A Python stage is a function found by module and qualified name
 	// instead of binary and symbol (docs/probe-spec.md, Python stages).

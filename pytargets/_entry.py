@@ -83,7 +83,10 @@ def start(args, banner, engine):
     stopper = Stopper()
     if args.wait_signal:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT})
-    print("ready pid=%d" % os.getpid(), flush=True)
+    # One write: with PYTHONUNBUFFERED print writes the text and its newline
+    # apart, and the processes of a TP server share this pipe.
+    sys.stdout.write("ready pid=%d\n" % os.getpid())
+    sys.stdout.flush()
     if args.wait_signal:
         sig = signal.sigwait({signal.SIGUSR1, signal.SIGTERM, signal.SIGINT})
         if sig != signal.SIGUSR1:

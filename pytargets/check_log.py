@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Check a pytargets ground-truth log for internal consistency and print stage timings.
 
-usage: check_log.py LOG [--draft-len K] [--quiet]
+usage: check_log.py LOG [LOG...] [--draft-len K] [--quiet]
+
+Several logs are the processes of one server, checked as one: vLLM with TP > 1 writes its
+accepts in EngineCore's LOG and its verifies and drafts in the rank-0 worker's LOG.tp0.
 
 Checks: every line is JSON with "stage" or "event"; stage lines have the documented fields and
 start_ns <= end_ns; draft/verify/draft_extend(decode) of a step name the same requests in the
@@ -20,9 +23,19 @@ import sys
 STAGES = {"draft", "verify", "draft_extend", "accept"}
 
 
+def numbered_lines(paths):
+    """The lines of the logs one after the other, numbered across them."""
+    n = 0
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                n += 1
+                yield n, line
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("log")
+    p.add_argument("log", nargs="+", help="a log, or the logs of one server's processes")
     p.add_argument("--draft-len", type=int, default=None, help="K (default: from the start event, else 4)")
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
@@ -33,20 +46,19 @@ def main(argv=None):
             errors.append(msg)
 
     stages, events = [], []
-    with open(a.log, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                err("line %d: not JSON (%s)" % (n, e))
-                continue
-            obj["_line"] = n
-            if "stage" in obj:
-                stages.append(obj)
-            elif "event" in obj:
-                events.append(obj)
-            else:
-                err("line %d: neither stage nor event" % n)
+    for n, line in numbered_lines(a.log):
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            err("line %d: not JSON (%s)" % (n, e))
+            continue
+        obj["_line"] = n
+        if "stage" in obj:
+            stages.append(obj)
+        elif "event" in obj:
+            events.append(obj)
+        else:
+            err("line %d: neither stage nor event" % n)
 
     start = next((e for e in events if e["event"] == "start"), None)
     shape = (start or {}).get("shape", "autumn2026")

@@ -15,13 +15,9 @@ SPECULATORS = {"eagle": "eagle", "mtp": "mtp", "gemma4": "gemma4_mtp", "dflash":
                "dspark": "dspark", "multi_module_mtp": "multi_module_mtp"}
 
 
-def make_core(args):
-    if args.shape == "autumn2026":
-        from vllm.v1.engine.core import EngineCore
-        return EngineCore(args.requests, args.max_batch, args.draft_len, args.accept_p,
-                          args.max_new_tokens, args.seed, args.noise_calls)
+def make_runner(args):
+    """The model runner and its batch order (the ground truth's order of a verify's requests)."""
     from vllm.config import SpeculativeConfig, VllmConfig
-    from vllm.v1.engine.core import EngineCore
     cfg = VllmConfig(SpeculativeConfig(SPECULATORS[args.speculator], args.draft_len),
                      max_num_seqs=args.max_batch, accept_p=args.accept_p, seed=args.seed)
     order = None
@@ -35,8 +31,63 @@ def make_core(args):
                                       1 + args.draft_len)
     runner = GPUModelRunner(cfg)
     runner._dummy_run(16, is_profile=True)   # memory profiling at start-up, as upstream
+    return runner, order
+
+
+def worker_argv(argv):
+    """run_vllm.py's arguments for a TP worker: the same, without --tp; its log is LOG.tp<r>
+    (added by the worker itself)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--tp":
+            skip = True
+            continue
+        if a.startswith("--tp="):
+            continue
+        out.append(a)
+    return out
+
+
+def make_core(args):
+    if args.shape == "autumn2026":
+        from vllm.v1.engine.core import EngineCore
+        return EngineCore(args.requests, args.max_batch, args.draft_len, args.accept_p,
+                          args.max_new_tokens, args.seed, args.noise_calls)
+    from vllm.v1.engine.core import EngineCore
+    if args.tp > 1:
+        import _vllm_tp
+        runner = _vllm_tp.RemoteRunner(args.tp, worker_argv(sys.argv[1:]))
+        # The workers log their verifies; EngineCore only what runs in it.
+        return EngineCore(runner, args.requests, args.max_batch, args.draft_len, args.max_new_tokens,
+                          args.seed, args.noise_calls, dummy_every=args.dummy_every, log_verify=False)
+    runner, order = make_runner(args)
     return EngineCore(runner, args.requests, args.max_batch, args.draft_len, args.max_new_tokens,
                       args.seed, args.noise_calls, dummy_every=args.dummy_every, order=order)
+
+
+def tp_worker(args):
+    """A TP worker process: the runner, serving EngineCore's calls."""
+    import _vllm_tp
+    if args.log:
+        args.log = "%s.tp%d" % (args.log, args.tp_worker)
+    runner, order = make_runner(args)
+    stopper, log = _entry.start(args, "run_vllm worker TP%d" % args.tp_worker, "vllm")
+    _vllm_tp.serve(runner, args.tp_fds, order)
+    _entry.finish(log, "run_vllm worker TP%d" % args.tp_worker, {"rank": args.tp_worker})
+    return 0
+
+
+def _title():
+    with open("/proc/self/cmdline", "rb") as f:
+        return f.read().split(b"\0")[0].decode()
+
+
+def _interpreter():
+    # Not sys.executable: a process whose argv[0] is a title has none.
+    return os.readlink("/proc/self/exe")
 
 
 def main(argv=None):
@@ -48,11 +99,24 @@ def main(argv=None):
                    help="Model Runner V2's speculator")
     p.add_argument("--dummy-every", type=int, default=0, metavar="N",
                    help="every N steps, also a dummy run (as an idle data-parallel rank makes)")
+    p.add_argument("--tp", type=int, default=1,
+                   help="TP ranks: with more than 1, EngineCore runs here and the runner in one"
+                        " worker process per rank (_vllm_tp.py)")
+    p.add_argument("--tp-worker", type=int, default=-1, help=argparse.SUPPRESS)
+    p.add_argument("--tp-fds", default="", help=argparse.SUPPRESS)
     _entry.add_common_args(p)
     args = p.parse_args(argv)
     if args.shape == "autumn2026" and (args.runner != "v2" or args.speculator != "eagle" or args.dummy_every):
         p.error("the autumn2026 shape has Model Runner V2 with EAGLE only, and no dummy runs")
+    if args.tp > 1 and args.shape == "autumn2026":
+        p.error("--tp goes with today's shape")
+    if args.tp > 1 and args.tp_worker < 0 and _title() != "VLLM::EngineCore":
+        # Titled as vLLM's EngineCore process is (setproctitle): the first word of its
+        # command line, which is what specprobe reads.
+        os.execv(_interpreter(), ["VLLM::EngineCore", os.path.abspath(__file__)] + sys.argv[1:])
     _entry.setup_path(args.shape)
+    if args.tp_worker >= 0:
+        return tp_worker(args)
 
     core = make_core(args)
     runner_cls = type(core.model_runner)
@@ -68,6 +132,8 @@ def main(argv=None):
                       method="GPUModelRunner.execute_model")
         core.step()
     wall = time.monotonic() - t0
+    if args.tp > 1:
+        core.model_runner.close()
     st = core.scheduler.spec_decoding_stats
     _entry.finish(log, "run_vllm", {
         "shape": args.shape, "runner": getattr(args, "runner", "v2"), "speculator": args.speculator,

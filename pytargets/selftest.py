@@ -39,6 +39,7 @@ CASES = [
     ("run_vllm.py", ["--runner", "v1", "--crash-in-verify", "5"], 3),
     ("run_vllm.py", ["--shape", "autumn2026"], 0),
     ("run_vllm.py", ["--crash-in-verify", "5"], 3),
+    ("run_vllm.py", ["--tp", "2", "--speculator", "mtp", "--dummy-every", "4"], 0),
 ]
 
 
@@ -49,8 +50,9 @@ def run_case(py, script, extra, want_rc, tmp, wait_signal=False, term_after=None
         cmd.append("--wait-signal")
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    ok = line.startswith("ready pid=%d" % p.pid)
+    # With --tp N the workers print their own ready lines, in any order with EngineCore's.
+    tp = int(extra[extra.index("--tp") + 1]) if "--tp" in extra else 1
+    ok = any(p.stdout.readline().startswith("ready pid=%d" % p.pid) for _ in range(tp + 1 if tp > 1 else 1))
     if wait_signal:
         time.sleep(0.2)
         if p.poll() is not None or os.path.exists(log) and os.path.getsize(log) > 0:
@@ -62,7 +64,9 @@ def run_case(py, script, extra, want_rc, tmp, wait_signal=False, term_after=None
     out, err = p.communicate(timeout=120)
     wall = time.monotonic() - t0
     ok = ok and p.returncode == want_rc
-    chk = subprocess.run([sys.executable, os.path.join(HERE, "check_log.py"), log],
+    # TP > 1: EngineCore logs the accepts, the rank-0 worker the verifies and drafts.
+    logs = [log] + ([log + ".tp0"] if tp > 1 else [])
+    chk = subprocess.run([sys.executable, os.path.join(HERE, "check_log.py")] + logs,
                          capture_output=True, text=True)
     ok = ok and chk.returncode == 0
     summary = [l for l in chk.stdout.splitlines() if l.startswith("  ")]

@@ -304,11 +304,12 @@ func (b *Builder) Flush(at uint64, why string) {
 	}
 }
 
-// OpenThreads lists threads with a call in progress, for liveness checks.
-func (b *Builder) OpenThreads() []uint32 {
+// OpenThreads lists the threads of process pid with a call in progress, for
+// liveness checks.
+func (b *Builder) OpenThreads(pid uint32) []uint32 {
 	var out []uint32
 	for tid, t := range b.threads {
-		if len(t.open) > 0 {
+		if len(t.open) > 0 && t.pid == pid {
 			out = append(out, tid)
 		}
 	}

@@ -391,7 +391,7 @@ func TestLostExit(t *testing.T) {
 		enter(110, 1, siteDraft2, "b"), // its exit is lost
 		exit(150, 1, siteDraft, ""),
 	)
-	if got := b.OpenThreads(); len(got) != 0 {
+	if got := b.OpenThreads(pid); len(got) != 0 {
 		t.Errorf("OpenThreads = %v after the outer exit, want none", got)
 	}
 	b.Flush(1000, "end")
@@ -429,7 +429,7 @@ func TestThreadGoneMidVerify(t *testing.T) {
 		enter(120, 6, siteDraft, "other"), // another thread, still open
 		enter(200, 5, siteVerify, ""),
 	)
-	if got := b.OpenThreads(); len(got) != 2 {
+	if got := b.OpenThreads(pid); len(got) != 2 {
 		t.Errorf("OpenThreads = %v, want 5 and 6", got)
 	}
 	b.ThreadGone(5, 250, "thread exited")
@@ -439,7 +439,7 @@ func TestThreadGoneMidVerify(t *testing.T) {
 	checkStep(t, rec.steps[0], "r", 5,
 		call{"draft", 100, 110, "r", nil, ""},
 		call{"verify", 200, 250, "r", nil, "thread exited"})
-	if got := b.OpenThreads(); !reflect.DeepEqual(got, []uint32{6}) {
+	if got := b.OpenThreads(pid); !reflect.DeepEqual(got, []uint32{6}) {
 		t.Errorf("OpenThreads = %v, want [6]", got)
 	}
 	if b.Stats.Errors != 1 {
@@ -469,8 +469,8 @@ func TestFlushClosesOpenCalls(t *testing.T) {
 		call{"draft", 100, 110, "early", nil, ""},
 		call{"verify", 120, 500, "early", nil, "specprobe detached"})
 	checkStep(t, rec.steps[1], "late", 20, call{"draft", 100, 500, "late", nil, "specprobe detached"})
-	if len(b.OpenThreads()) != 0 {
-		t.Errorf("threads left open after Flush: %v", b.OpenThreads())
+	if len(b.OpenThreads(pid)) != 0 {
+		t.Errorf("threads left open after Flush: %v", b.OpenThreads(pid))
 	}
 	b.Flush(600, "twice")
 	if len(rec.steps) != 2 {

@@ -31,6 +31,11 @@ type CountMatcher struct {
 	// verifies go on without counts.
 	MaxUndecided int
 	Reset        uint64 // times matching started over
+	// Stream names the order a thread's verifies and reads are in: the
+	// thread itself (the default), or, where a server's verifies run in
+	// one process and its counts are read in another (vLLM with TP > 1),
+	// one stream for both.
+	Stream func(tid uint32) uint32
 }
 
 type countThread struct {
@@ -60,11 +65,19 @@ func NewCountMatcher(late *LateAccept) *CountMatcher {
 	return &CountMatcher{late: late, threads: map[uint32]*countThread{}, MaxLag: 1, MaxUndecided: 16}
 }
 
+func (m *CountMatcher) stream(tid uint32) uint32 {
+	if m.Stream != nil {
+		return m.Stream(tid)
+	}
+	return tid
+}
+
 func (m *CountMatcher) thread(tid uint32) *countThread {
-	t := m.threads[tid]
+	id := m.stream(tid)
+	t := m.threads[id]
 	if t == nil {
 		t = &countThread{ahead: -1, alive: [2]bool{true, true}}
-		m.threads[tid] = t
+		m.threads[id] = t
 	}
 	return t
 }
@@ -72,10 +85,17 @@ func (m *CountMatcher) thread(tid uint32) *countThread {
 // Verify records a verify that will get counts; rids nil when its requests
 // are unknown.
 func (m *CountMatcher) Verify(key VerifyKey, rids []string, now time.Time) {
+	m.late.Expect(key, len(rids), now)
+	m.Traced(key, rids)
+}
+
+// Traced is Verify for a caller that told LateAccept to expect the counts
+// already: its steps are held from the verify's end, while its place among
+// the reads is decided once the reads before it have come.
+func (m *CountMatcher) Traced(key VerifyKey, rids []string) {
 	t := m.thread(key.TID)
 	t.traced++
 	t.verifies = append(t.verifies, countVerify{key: key, rids: rids, n: t.traced})
-	m.late.Expect(key, len(rids), now)
 }
 
 // Counts records a read of counts on thread tid: each request's count,
@@ -146,7 +166,29 @@ func (m *CountMatcher) fits(t *countThread, k int, r countRead, ahead int) bool 
 	if !ok {
 		return true // matched already (or given up on): nothing to contradict
 	}
-	return r.unknown || v.rids == nil || slices.Equal(v.rids, r.rids)
+	return r.unknown || v.rids == nil || sameRequests(v.rids, r.rids)
+}
+
+// sameRequests tells whether two reads name the same requests, in any order:
+// the verify and the read of its counts may list a batch differently (vLLM's
+// scheduler keeps arrival order, its runner its own batch order).
+func sameRequests(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if slices.Equal(a, b) {
+		return true
+	}
+	seen := make(map[string]int, len(a))
+	for _, r := range a {
+		seen[r]++
+	}
+	for _, r := range b {
+		if seen[r]--; seen[r] < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *countThread) find(n int) (countVerify, bool) {
@@ -207,7 +249,7 @@ func (m *CountMatcher) Lost() {
 // LostOn says the same of one thread (a call that may or may not have been
 // a verify: its when could not be read).
 func (m *CountMatcher) LostOn(tid uint32) {
-	if t := m.threads[tid]; t != nil {
+	if t := m.threads[m.stream(tid)]; t != nil {
 		m.restart(t)
 	}
 }

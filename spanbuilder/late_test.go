@@ -2,6 +2,7 @@ package spanbuilder
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -39,6 +40,7 @@ type engine struct {
 	attach   int          // first traced step
 	lostRead map[int]bool // traced verifies whose requests could not be read
 	badCount map[int]bool // count reads that failed
+	reorder  bool         // counts read in another order than the verify's (vLLM)
 }
 
 // want is the count of rid at step k: distinct per step and request.
@@ -62,7 +64,13 @@ func (e engine) run(t *testing.T) []Step {
 		for i := range counts {
 			counts[i] = want(k, i)
 		}
-		m.Counts(1, e.batches[k], counts)
+		rids := e.batches[k]
+		if e.reorder {
+			rids = slices.Clone(rids)
+			slices.Reverse(rids)
+			slices.Reverse(counts)
+		}
+		m.Counts(1, rids, counts)
 	}
 	var steps []Step
 	for k := range e.batches {
@@ -132,6 +140,8 @@ func TestCountMatcherNeverWrong(t *testing.T) {
 		{"overlap, a verify read lost", engine{batches: grow, lag: 1, lostRead: map[int]bool{4: true}}, false, 25},
 		{"overlap, a count read failed", engine{batches: grow, lag: 1, badCount: map[int]bool{5: true}}, false, 25},
 		{"normal, a count read failed", engine{batches: grow, lag: 0, badCount: map[int]bool{2: true}}, false, 25},
+		{"normal, counts in another order, batches change", engine{batches: grow, lag: 0, reorder: true}, true, 0},
+		{"overlap, counts in another order, batches change", engine{batches: grow, lag: 1, reorder: true}, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			steps := tc.e.run(t)

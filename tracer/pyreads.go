@@ -25,7 +25,7 @@ type pyCalls struct {
 	sites   func(site int) (*loader.PyTarget, bool)
 	user    *userReads                // nil when every stage is read at the trap
 	late    *spanbuilder.LateAccept   // nil without accepted counts
-	match   *spanbuilder.CountMatcher // nil without an accept stage
+	match   counter                   // nil without an accept stage
 	pending map[callKey][]pendingRead // user reads, a stack per site and thread
 	// With the spec's same_batch: the requests a call of the thread's
 	// current step named (nil map without same_batch), and the order of the
@@ -93,7 +93,7 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		read = &loader.PyCallRead{Err: fmt.Errorf("nothing was read at the trap")}
 	}
 	if name == probes.Accept {
-		p.counts(t, e.TID, read)
+		p.counts(t, e.TID, e.BootNs, read)
 		return false
 	}
 	if keep, err := p.when(t, read); !keep {
@@ -101,7 +101,7 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		p.Stats.Skipped++
 		if err != nil {
 			p.fail(name+": when", err)
-			p.unsure(name, e.TID)
+			p.unsure(name, e.TID, e.BootNs)
 		}
 		e.Cancel = true
 		return true
@@ -160,9 +160,9 @@ func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
 
 // unsure: a call left out because its when could not be read may have been
 // a verify whose counts come later; the count matching starts over.
-func (p *pyCalls) unsure(stage string, tid uint32) {
+func (p *pyCalls) unsure(stage string, tid uint32, at uint64) {
 	if p.match != nil && stage == probes.Verify {
-		p.match.LostOn(tid)
+		p.match.LostOn(tid, at)
 	}
 }
 
@@ -275,25 +275,25 @@ func (p *pyCalls) describe(v any) string {
 
 // counts hands an accept stage's read to the count matching: each
 // request's count, or NoDrafts for one that had none (not in drafted).
-func (p *pyCalls) counts(t *loader.PyTarget, tid uint32, read *loader.PyCallRead) {
+func (p *pyCalls) counts(t *loader.PyTarget, tid uint32, at uint64, read *loader.PyCallRead) {
 	if p.match != nil {
 		rids, counts, err := p.acceptCounts(t, read)
-		p.applyCounts(tid, rids, counts, err)
+		p.applyCounts(tid, at, rids, counts, err)
 	}
 }
 
-// applyCounts hands read counts to the matching; a failed read keeps its
-// place.
-func (p *pyCalls) applyCounts(tid uint32, rids []string, counts []int64, err error) {
+// applyCounts hands counts read as an accept returned (at boot ns at) to
+// the matching; a failed read keeps its place.
+func (p *pyCalls) applyCounts(tid uint32, at uint64, rids []string, counts []int64, err error) {
 	if p.match == nil {
 		return
 	}
 	if err != nil {
 		p.fail("accept", err)
-		p.match.Unreadable(tid)
+		p.match.Unreadable(tid, at)
 		return
 	}
-	p.match.Counts(tid, rids, counts)
+	p.match.Counts(tid, at, rids, counts)
 }
 
 // acceptCounts reads the requests, their counts (plus Add) and the

@@ -18,8 +18,6 @@ type pySession struct {
 	proc    *pyproc.Process
 	targets []loader.PyTarget
 	calls   *pyCalls
-	late    *spanbuilder.LateAccept
-	match   *spanbuilder.CountMatcher
 	sess    *loader.Session
 	log     io.Writer
 	// Threads whose exception slot watch_hit knows; others are looked up
@@ -29,28 +27,28 @@ type pySession struct {
 	sameBatch bool // the spec's same_batch
 }
 
-func preparePython(cfg Config) (*pySession, error) {
+func preparePython(cfg Config, pid int, spec *probes.Spec) (*pySession, error) {
 	hasPython := false
-	for _, st := range cfg.Spec.Stages {
+	for _, st := range spec.Stages {
 		hasPython = hasPython || st.IsPython()
 	}
 	if !hasPython {
 		return nil, nil
 	}
-	proc, err := pyproc.Attach(cfg.PID)
+	proc, err := pyproc.Attach(pid)
 	if err != nil {
-		return nil, fmt.Errorf("PID %d: %w", cfg.PID, err)
+		return nil, fmt.Errorf("PID %d: %w", pid, err)
 	}
 	wait := cfg.ImportWait
 	if wait == 0 {
 		wait = 30 * time.Second
 	}
-	targets, err := loader.ResolvePython(proc, cfg.Spec, wait)
+	targets, err := loader.ResolvePython(proc, spec, wait)
 	if err != nil {
 		proc.Close()
 		return nil, err
 	}
-	return &pySession{proc: proc, targets: targets, log: cfg.Log, sameBatch: cfg.Spec.SameBatch}, nil
+	return &pySession{proc: proc, targets: targets, log: cfg.Log, sameBatch: spec.SameBatch}, nil
 }
 
 func (p *pySession) arm(sess *loader.Session) error {
@@ -109,23 +107,39 @@ func (p *pySession) watchThreads() {
 	}
 }
 
-// sink puts the late-acceptance matching in front of next when the spec has
-// a Python accept stage.
-func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilder.Sink {
+// countMatching puts the late-acceptance matching in front of next when a
+// process of the server has a Python accept stage (a CountMatcher decides
+// which verify its counts are for) or a verify that reads its own counts:
+// one for the whole server, whose verifies and accepts may run in
+// different processes.
+func countMatching(procs []*procTrace, next spanbuilder.Sink) (spanbuilder.Sink, *spanbuilder.LateAccept, *spanbuilder.CountMatcher) {
+	var late *spanbuilder.LateAccept
+	var match *spanbuilder.CountMatcher
+	for _, pt := range procs {
+		if pt.py == nil {
+			continue
+		}
+		for _, t := range pt.py.targets {
+			if t.Stage.Accepted != nil && late == nil {
+				late = spanbuilder.NewLateAccept(next)
+			}
+			if t.Stage.Name == probes.Accept && match == nil {
+				match = spanbuilder.NewCountMatcher(late)
+			}
+		}
+	}
+	if late == nil {
+		return next, nil, nil
+	}
+	return late, late, match
+}
+
+// start readies the reads of calls; match is nil without an accept stage.
+func (p *pySession) start(sess *loader.Session, late *spanbuilder.LateAccept, match counter) {
 	if p == nil {
-		return next
+		return
 	}
-	out := next
-	for _, t := range p.targets {
-		if t.Stage.Accepted != nil && p.late == nil {
-			p.late = spanbuilder.NewLateAccept(next)
-			out = p.late
-		}
-		if t.Stage.Name == probes.Accept {
-			p.match = spanbuilder.NewCountMatcher(p.late)
-		}
-	}
-	p.calls = &pyCalls{sites: sess.PySite, match: p.match, late: p.late, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastStage: map[uint32]string{}}
+	p.calls = &pyCalls{sites: sess.PySite, match: match, late: late, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastStage: map[uint32]string{}}
 	for _, t := range p.targets {
 		if t.UserReads() {
 			p.calls.user = &userReads{proc: p.proc, held: map[uint32]heldCounts{}}
@@ -133,22 +147,6 @@ func (p *pySession) sink(next spanbuilder.Sink, sess *loader.Session) spanbuilde
 	}
 	if p.sameBatch {
 		p.calls.stepRids = map[uint32][]string{}
-	}
-	return out
-}
-
-func (p *pySession) expire(now time.Time) {
-	if p != nil && p.late != nil {
-		p.late.Expire(now)
-	}
-}
-
-// lateCounts tells whether accepted counts reach the steps after they end.
-func (p *pySession) lateCounts() bool { return p != nil && p.late != nil }
-
-func (p *pySession) flush() {
-	if p != nil && p.late != nil {
-		p.late.CloseAll()
 	}
 }
 
@@ -195,10 +193,42 @@ func (p *pySession) stats() *PyStats {
 	}
 	st := p.calls.Stats
 	st.Replaced = p.replaced
-	if p.late != nil {
-		st.Matched, st.Unmatched, st.AcceptedDrafts = p.late.Matched, p.late.Unmatched, p.late.Drafts
-	}
 	return &st
+}
+
+// pyStats adds up the Python side of every process, with the counts
+// matched; nil without Python stages.
+func pyStats(procs []*procTrace, late *spanbuilder.LateAccept) *PyStats {
+	var out *PyStats
+	for _, pt := range procs {
+		st := pt.py.stats()
+		switch {
+		case st == nil:
+		case out == nil:
+			out = st
+		default:
+			out.add(st)
+		}
+	}
+	if out != nil && late != nil {
+		out.Matched, out.Unmatched, out.AcceptedDrafts = late.Matched, late.Unmatched, late.Drafts
+	}
+	return out
+}
+
+func (s *PyStats) add(o *PyStats) {
+	s.Reads += o.Reads
+	s.Failed += o.Failed
+	s.Late += o.Late
+	s.Skipped += o.Skipped
+	s.FromStep += o.FromStep
+	s.Retries += o.Retries
+	s.MaxLag = max(s.MaxLag, o.MaxLag)
+	s.SumLag += o.SumLag
+	if o.LastError != "" {
+		s.LastError = o.LastError
+	}
+	s.Replaced += o.Replaced
 }
 
 func (p *pySession) close() {

@@ -67,7 +67,7 @@ func (u *userReads) handle(p *pyCalls, t *loader.PyTarget, e *spanbuilder.Event,
 	r, ok := p.pop(key)
 	if ok && r.skip {
 		if r.err != nil {
-			p.unsure(name, e.TID)
+			p.unsure(name, e.TID, e.BootNs)
 		}
 		return false // left out by the stage's when, entry and exit
 	}
@@ -98,7 +98,7 @@ func (u *userReads) accept(p *pyCalls, t *loader.PyTarget, e *spanbuilder.Event,
 	switch {
 	case p.match == nil:
 	case t.ReadFrom != nil && e.Exit:
-		u.accepted(t, int(e.TID))
+		u.accepted(t, int(e.TID), e.BootNs)
 	case t.ReadFrom == nil && !e.Exit:
 		var r pendingRead
 		if frame, err := u.findEntered(p, int(e.TID), t.Code.Addr, e.BootNs); err != nil {
@@ -116,7 +116,7 @@ func (u *userReads) accept(p *pyCalls, t *loader.PyTarget, e *spanbuilder.Event,
 		case r.err == nil && e.BootNs < r.end:
 			r.err = fmt.Errorf("returned before the reads ended")
 		}
-		p.applyCounts(e.TID, r.rids, r.counts, r.err)
+		p.applyCounts(e.TID, e.BootNs, r.rids, r.counts, r.err)
 	}
 }
 
@@ -246,9 +246,9 @@ func idList(proc *pyproc.Process, obj uint64, path string) ([]string, error) {
 // thread's next watched event: one that came before the reads ended means
 // the thread had gone on, and the caller's frame found may have been its
 // next call (the next step's batch and counts), so the counts are dropped.
-func (u *userReads) accepted(t *loader.PyTarget, tid int) {
+func (u *userReads) accepted(t *loader.PyTarget, tid int, at uint64) {
 	frame, err := u.proc.FindFrame(tid, t.ReadFrom.Addr)
-	h := heldCounts{}
+	h := heldCounts{at: at}
 	if err == nil {
 		h.rids, h.counts, err = u.readCounts(frame, t.Stage)
 	}
@@ -261,6 +261,7 @@ type heldCounts struct {
 	rids   []string
 	counts []int64
 	err    error
+	at     uint64 // boot ns of the accept's return
 	end    uint64 // boot ns when the reads ended
 }
 
@@ -275,7 +276,7 @@ func (u *userReads) release(p *pyCalls, tid uint32, at uint64) {
 	if h.err == nil && at < h.end {
 		h.err = fmt.Errorf("the thread had gone on before the reads of the caller's frame ended")
 	}
-	p.applyCounts(tid, h.rids, h.counts, h.err)
+	p.applyCounts(tid, h.at, h.rids, h.counts, h.err)
 }
 
 // readCounts evaluates an accept stage's lists in frame: each request's

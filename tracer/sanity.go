@@ -162,30 +162,46 @@ const (
 	maxHeld        = 1 << 16 // events held at most (then handed on)
 )
 
-// checkedAdd hands events to add once checks believe them.
-type checkedAdd struct {
-	checks  *valueChecks
-	add     func(*spanbuilder.Event)
-	held    []spanbuilder.Event
-	since   time.Time // the first event held
-	err     error
-	refused chan struct{} // closed at the first refusal
+// refusal is a session's first failed check: one for all its processes.
+type refusal struct {
+	err error
+	ch  chan struct{} // closed at the refusal
 }
 
-func newCheckedAdd(checks *valueChecks, add func(*spanbuilder.Event)) *checkedAdd {
-	return &checkedAdd{checks: checks, add: add, refused: make(chan struct{})}
+func newRefusal() *refusal { return &refusal{ch: make(chan struct{})} }
+
+func (r *refusal) refuse(err error) {
+	if r.err == nil {
+		r.err = err
+		close(r.ch)
+	}
+}
+
+// checkedAdd hands a process's events to add once checks believe them;
+// hold false hands each on as soon as it passed.
+type checkedAdd struct {
+	checks *valueChecks
+	add    func(*spanbuilder.Event)
+	r      *refusal
+	hold   bool
+	held   []spanbuilder.Event
+	since  time.Time // the first event held
+}
+
+func newCheckedAdd(checks *valueChecks, add func(*spanbuilder.Event), r *refusal, hold bool) *checkedAdd {
+	return &checkedAdd{checks: checks, add: add, r: r, hold: hold}
 }
 
 func (c *checkedAdd) event(ev *spanbuilder.Event) {
-	if c.err != nil {
+	if c.r.err != nil {
 		return
 	}
-	if c.err = c.checks.check(ev); c.err != nil {
+	if err := c.checks.check(ev); err != nil {
 		c.held = nil
-		close(c.refused)
+		c.r.refuse(err)
 		return
 	}
-	if c.checks != nil && c.checks.passed < probationCalls && len(c.held) < maxHeld && (c.since.IsZero() || time.Since(c.since) < probationTime) {
+	if c.hold && c.checks != nil && c.checks.passed < probationCalls && len(c.held) < maxHeld && (c.since.IsZero() || time.Since(c.since) < probationTime) {
 		if c.since.IsZero() {
 			c.since = time.Now()
 		}
@@ -205,6 +221,9 @@ func (c *checkedAdd) tick(now time.Time) {
 }
 
 func (c *checkedAdd) release() {
+	if c.r.err != nil {
+		c.held = nil
+	}
 	for i := range c.held {
 		c.add(&c.held[i])
 	}

@@ -105,14 +105,14 @@ func TestCheckedAddHoldsTheFirstEvents(t *testing.T) {
 
 	// Task id 0 on slot 0 looks fine alone; on slot 1 too it is refused,
 	// and nothing held is handed on.
-	c := newCheckedAdd(llamaChecks(t, np2, nil), add)
+	c := newCheckedAdd(llamaChecks(t, np2, nil), add, newRefusal(), true)
 	c.event(accept("0", 0))
 	c.event(accept("0", 1))
-	if c.err == nil || len(got) != 0 {
-		t.Fatalf("refusal: err %v, handed on %v", c.err, got)
+	if c.r.err == nil || len(got) != 0 {
+		t.Fatalf("refusal: err %v, handed on %v", c.r.err, got)
 	}
 	select {
-	case <-c.refused:
+	case <-c.r.ch:
 	default:
 		t.Errorf("refused not closed")
 	}
@@ -124,7 +124,7 @@ func TestCheckedAddHoldsTheFirstEvents(t *testing.T) {
 
 	// Believed after probationCalls checked calls: all handed on, in order.
 	got = nil
-	c = newCheckedAdd(llamaChecks(t, np2, nil), add)
+	c = newCheckedAdd(llamaChecks(t, np2, nil), add, newRefusal(), true)
 	for i := range probationCalls - 1 {
 		c.event(accept(fmt.Sprint(i/2*2+i%2), int64(i%2)))
 	}
@@ -139,7 +139,7 @@ func TestCheckedAddHoldsTheFirstEvents(t *testing.T) {
 
 	// A seldom-called stage: what is held goes on once probationTime passed.
 	got = nil
-	c = newCheckedAdd(llamaChecks(t, np2, nil), add)
+	c = newCheckedAdd(llamaChecks(t, np2, nil), add, newRefusal(), true)
 	c.event(accept("3", 0))
 	c.tick(c.since.Add(probationTime / 2))
 	if len(got) != 0 {
@@ -152,9 +152,29 @@ func TestCheckedAddHoldsTheFirstEvents(t *testing.T) {
 
 	// No checks in the spec: nothing held.
 	got = nil
-	c = newCheckedAdd(nil, add)
+	c = newCheckedAdd(nil, add, newRefusal(), true)
 	c.event(&spanbuilder.Event{RequestID: "x"})
 	if len(got) != 1 {
 		t.Errorf("held without checks: %v", got)
+	}
+}
+
+// A session of several processes checks each without holding, and one
+// refusal stops them all.
+func TestCheckedAddSeveralProcesses(t *testing.T) {
+	np2 := []string{"llama-server", "-np", "2"}
+	var got []string
+	add := func(ev *spanbuilder.Event) { got = append(got, ev.RequestID) }
+	r := newRefusal()
+	a := newCheckedAdd(llamaChecks(t, np2, nil), add, r, false)
+	b := newCheckedAdd(llamaChecks(t, np2, nil), add, r, false)
+	a.event(accept("1", 0))
+	if len(got) != 1 {
+		t.Fatalf("not handed on at once: %v", got)
+	}
+	b.event(accept("2", 5))
+	a.event(accept("1", 0))
+	if r.err == nil || len(got) != 1 {
+		t.Errorf("after b's refusal: err %v, handed on %v", r.err, got)
 	}
 }

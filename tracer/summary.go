@@ -11,7 +11,6 @@ import (
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/gpu"
-	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/spanbuilder"
 	"github.com/specprobe/specprobe/spanschema"
 )
@@ -47,7 +46,7 @@ func terminalWidth(w io.Writer) func() int {
 	}
 }
 
-func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []*export.QueueProcessor) {
+func (l *liveSummary) update(b *spanbuilder.Builder, events, drops uint64, procs []*export.QueueProcessor) {
 	if l.w == nil || time.Since(l.last) < time.Second {
 		return
 	}
@@ -61,7 +60,7 @@ func (l *liveSummary) update(b *spanbuilder.Builder, s *loader.Session, procs []
 	}
 	parts := []string{fmt.Sprintf("%.0f steps/s", rate)}
 	parts = append(parts, stageParts(&b.Stats, l.accepted)...)
-	parts = append(parts, fmt.Sprintf("events %d", s.Stats.Events), fmt.Sprintf("drops %d", s.Drops()+dropped))
+	parts = append(parts, fmt.Sprintf("events %d", events), fmt.Sprintf("drops %d", drops+dropped))
 	if cols := l.gpu.LiveColumns(); cols != "" {
 		parts = append(parts, cols)
 	}

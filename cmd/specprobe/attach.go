@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
-	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -174,20 +172,7 @@ func detectSpec(pid int, args []string, anyRank bool) (*probes.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	var libs []string
-	if maps, err := loader.Mappings(pid); err == nil {
-		for _, m := range maps {
-			libs = append(libs, m.Path)
-		}
-	}
-	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: strings.Join(args, " "), Title: probes.Title(args), Mapped: libs, AnyRank: anyRank}
-	var python string
-	if py, err := pyproc.Attach(pid); err == nil {
-		defer py.Close()
-		python = fmt.Sprintf(", python %s", py.Version())
-		proc.HasModule = func(m string) bool { ok, _ := py.HasModule(m); return ok }
-	}
-	s, err := probes.Detect(specs, proc)
+	s, python, err := tracer.Detect(specs, pid, anyRank)
 	if s != nil {
 		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s\n", s.Label(), python)
 		return s, nil

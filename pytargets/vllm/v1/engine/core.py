@@ -16,11 +16,12 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 class EngineCore(Arrivals):
     def __init__(self, model_runner, num_requests, max_num_seqs, num_spec_tokens, max_tokens,
-                 seed, noise_calls, dummy_every=0, order=None):
+                 seed, noise_calls, dummy_every=0, order=None, log_verify=True):
         self.scheduler = Scheduler(max_num_seqs, num_spec_tokens, noise_calls)
         self.model_runner = model_runner
         self.dummy_every = dummy_every
         self.order = order   # test-only: the runner's batch order, for the ground truth
+        self.log_verify = log_verify   # test-only: False when the runner runs in other processes
         self.make_arrivals(num_requests, max_tokens, seed)
 
     def step(self):
@@ -36,10 +37,11 @@ class EngineCore(Arrivals):
         t1 = time.time_ns()
         nst = scheduler_output.num_scheduled_tokens
         req_ids = self.order(scheduler_output) if self.order else list(nst)
-        T.stage("verify", t0, t1, ids(req_ids), self.step_ct,
-                method=type(self.model_runner).__name__ + ".execute_model",
-                num_spec_reqs=len(scheduler_output.scheduled_spec_decode_tokens),
-                new_rids=list(scheduler_output.scheduled_new_req_ids))
+        if self.log_verify:
+            T.stage("verify", t0, t1, ids(req_ids), self.step_ct,
+                    method=type(self.model_runner).__name__ + ".execute_model",
+                    num_spec_reqs=len(scheduler_output.scheduled_spec_decode_tokens),
+                    new_rids=list(scheduler_output.scheduled_new_req_ids))
         model_runner_output = self.model_runner.sample_tokens(None)
         self.scheduler.update_from_output(scheduler_output, model_runner_output)
         self.scheduler.update_draft_token_ids(self.model_runner.take_draft_token_ids())
