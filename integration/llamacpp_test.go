@@ -29,7 +29,7 @@ func llamaServers() []string {
 		return []string{p}
 	}
 	var out []string
-	for _, p := range []string{"/work/llama/build/bin/llama-server", "/work/llama/build-static/bin/llama-server"} {
+	for _, p := range []string{"/work/llama/build/bin/llama-server", "/work/llama/build-static/bin/llama-server", "/work/llama/src/build/bin/llama-server"} {
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
 		}
