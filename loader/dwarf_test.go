@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -159,7 +160,7 @@ func TestDWARFForgedSizes(t *testing.T) {
 		if err != nil {
 			t.Skipf("refused before DWARF: %v", err)
 		}
-		if _, err := dwarfData(f); err == nil || !strings.Contains(err.Error(), "its DWARF sections hold more than 512 MiB (.debug_info claims 4294967296 bytes): not read") {
+		if _, err := dwarfData(f); !errors.Is(err, ErrDWARFTooLarge) || !strings.Contains(err.Error(), "its DWARF sections hold more than 512 MiB (.debug_info claims 4294967296 bytes): not read") {
 			t.Errorf("dwarfData: %v", err)
 		}
 	})

@@ -3,6 +3,7 @@ package loader
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ type Layout struct {
 	Build     int64
 	BuildFrom string
 	Note      string
+	Skipped   []string // DWARF not read, and why
 }
 
 // FieldSource is one field's offset and its origin.
@@ -85,6 +87,11 @@ func ResolveFields(maps []Mapping, spec *probes.Spec) (*Layout, error) {
 				break
 			}
 			got, err := fileFields(m, missing)
+			if errors.Is(err, ErrDWARFTooLarge) || errors.Is(err, elfsym.ErrBudget) {
+				// Too much to read: as if stripped (the checks guard the table).
+				l.Skipped = append(l.Skipped, err.Error())
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: fields: %w", spec.File, err)
 			}
@@ -122,6 +129,7 @@ func (l *Layout) Describe(only ...string) []string {
 	if l.Note != "" && release {
 		out = append(out, l.Note)
 	}
+	out = append(out, l.Skipped...)
 	for _, s := range l.Sources {
 		if len(only) == 0 || slices.Contains(only, s.Field) {
 			out = append(out, s.String())
