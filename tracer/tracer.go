@@ -209,20 +209,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	builder := spanbuilder.New(sites, spanbuilder.NewClock(), next)
 	// The first call whose values fail their spec's checks ends the trace:
 	// neither it nor anything after it reaches the builder.
-	var checkErr error
-	refused := make(chan struct{})
-	checked := func(p *procTrace, add func(*spanbuilder.Event)) func(*spanbuilder.Event) {
-		checks := processValueChecks(p.pid, p.targets)
-		return func(ev *spanbuilder.Event) {
-			if checkErr != nil {
-				return
-			}
-			if checkErr = checks.check(ev); checkErr != nil {
-				close(refused)
-				return
-			}
-			add(ev)
-		}
+	// Holding the first events back (sanity.go) would put one process's
+	// events behind another's: only a session of one process holds them.
+	refusal := newRefusal()
+	refused := refusal.ch
+	checkers := make([]*checkedAdd, len(procs))
+	checked := func(i int, add func(*spanbuilder.Event)) func(*spanbuilder.Event) {
+		p := procs[i]
+		checkers[i] = newCheckedAdd(processValueChecks(p.pid, p.targets), add, refusal, len(procs) == 1)
+		return checkers[i].event
 	}
 	adds := make([]func(*spanbuilder.Event), len(procs))
 	var merge *spanbuilder.Merge[func()]
@@ -234,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		for i, p := range procs {
 			base, stream, add := p.base, p.stream, builder.Add
-			filter := p.py.filter(checked(p, func(e *spanbuilder.Event) { e.Site += base; add(e) }))
+			filter := p.py.filter(checked(i, func(e *spanbuilder.Event) { e.Site += base; add(e) }))
 			adds[i] = func(e *spanbuilder.Event) {
 				streams[e.TID] = stream
 				merge.Mark(i, marked(e.BootNs))
@@ -242,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	} else {
-		adds[0] = procs[0].py.filter(checked(procs[0], builder.Add))
+		adds[0] = procs[0].py.filter(checked(0, builder.Add))
 	}
 	for i, p := range procs {
 		var c counter
@@ -292,6 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		labels[uint32(p.pid)].see(open)
 		dead := deadThreads(p.pid, open)
 		p.sess.Drain(adds[i])
+		checkers[i].tick(time.Now())
 		if merge != nil {
 			merge.Mark(i, marked(spanbuilder.BootNow()))
 		}
@@ -324,6 +320,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	} else {
 		exitedPID, runErr = runProcesses(procs, stop, 100*time.Millisecond, func(i int, e *spanbuilder.Event) { adds[i](e) }, tick)
 	}
+	for _, c := range checkers {
+		c.release()
+	}
+	checkErr := refusal.err
 
 	res := &Result{TargetExited: exitedPID != 0, Elapsed: time.Since(start)}
 	for _, p := range procs {
