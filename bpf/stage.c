@@ -46,10 +46,11 @@ struct value_spec {
 struct site_config {
 	struct value_spec values[MAX_VALUES];
 	u32 nvalues;
-	u32 pad;
+	u32 str; // a value is a string: the record has room for it (event_str)
 };
 
-// A native stage's entry or exit.
+// A native stage's entry or exit: 56 bytes, with the ring's 8-byte header
+// one cache line.
 struct event {
 	u64 boot_ns;
 	u32 pid;
@@ -59,6 +60,11 @@ struct event {
 	u8 failed; // bit i: value i could not be read
 	u16 pad;
 	u64 values[MAX_VALUES];
+};
+
+// The record of a site that reads a string.
+struct event_str {
+	struct event ev;
 	char str[STR_LEN];
 };
 
@@ -110,7 +116,7 @@ struct {
 	__type(value, u64);
 } drops SEC(".maps");
 
-// Wake the reader only once this much is waiting: a wakeup per event costs
+// Wake the reader only once this much is waiting (a power of 2): a wakeup per event costs
 // more than the probe itself (docs/design.md, "Transport and time"); the reader also drains on a timer.
 volatile const u64 wakeup_bytes = 64 * 1024;
 
@@ -123,13 +129,14 @@ volatile const u64 wakeup_bytes = 64 * 1024;
 static __always_inline u64 wakeup_flags(u64 size)
 {
 	u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	if (avail >= wakeup_bytes && avail < wakeup_bytes + size + 8 * (sizeof(struct event) + 8))
+	if (avail >= wakeup_bytes && avail < wakeup_bytes + size + 8 * (sizeof(struct event_str) + 8))
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
 // Force the record layouts into BTF for bpf2go -type.
 const struct event *unused_event __attribute__((unused));
+const struct event_str *unused_event_str __attribute__((unused));
 const struct watch_event *unused_watch_event __attribute__((unused));
 const struct site_config *unused_config __attribute__((unused));
 
@@ -150,8 +157,10 @@ static __always_inline void load_regs(struct pt_regs *ctx, struct regs *r)
 	r->r[SRC_RET] = ctx->ax;
 }
 
+// read_value reads value i into e, a string into str (NULL: the record has
+// no room for one).
 static __always_inline int read_value(struct regs *regs, struct value_spec *v,
-				      struct event *e, int i)
+				      struct event *e, char *str, int i)
 {
 	if (v->source > SRC_RET)
 		return -1;
@@ -166,7 +175,7 @@ static __always_inline int read_value(struct regs *regs, struct value_spec *v,
 
 	switch (v->type) {
 	case TYPE_STRING:
-		if (bpf_probe_read_user_str(e->str, sizeof(e->str), (void *)x) < 0)
+		if (!str || bpf_probe_read_user_str(str, STR_LEN, (void *)x) < 0)
 			return -1;
 		e->values[i] = 0;
 		return 0;
@@ -192,50 +201,92 @@ static __always_inline void count_drop(void)
 		(*n)++;
 }
 
-// reserve takes a ring-buffer slot for an event and fills its header, or
-// counts a drop when the ring is full.
-static __always_inline struct event *reserve(u32 site, u8 kind)
+// Bytes each CPU has queued since load: a native event wakes the reader
+// when it takes its CPU's count across a multiple of wakeup_bytes. It
+// reads no ring-buffer position (bpf_ringbuf_query), whose cache line the
+// reader writes as it drains: with the target and the reader on two CPUs
+// that read cost a cache miss every event.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} queued SEC(".maps");
+
+// Parts of emit that `make bench` (bench/probecost) leaves out one at a time
+// to measure what each costs; 0 in every real session. The loader sets it
+// before load, and the verifier drops the code of a part left out.
+#define OMIT_WAKEUP 1 // the wakeup decision
+#define OMIT_TIME 2   // the timestamp
+#define OMIT_VALUES 4 // the value reads
+#define OMIT_RING 8   // the record: reserve, fill, submit
+volatile const u32 bench_omit = 0;
+
+static __always_inline u64 native_wakeup(u64 size)
 {
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
-	if (!e) {
-		count_drop();
-		return 0;
-	}
+	if (bench_omit & OMIT_WAKEUP)
+		return BPF_RB_NO_WAKEUP;
+	u32 zero = 0;
+	u64 *q = bpf_map_lookup_elem(&queued, &zero);
+	if (!q)
+		return BPF_RB_NO_WAKEUP;
+	u64 before = *q, after = before + size + 8; // the ring's record header
+	*q = after;
+	// wakeup_bytes is a power of 2 (the loader checks): the count crossed
+	// a multiple of it iff a bit at or above it changed. No division.
+	return (before ^ after) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+// fill writes the record of one boundary; str is the string's room, or NULL.
+static __always_inline void fill(struct pt_regs *ctx, struct site_config *cfg, struct event *e, char *str, u32 site, u8 kind)
+{
 	u64 id = bpf_get_current_pid_tgid();
-	e->boot_ns = bpf_ktime_get_boot_ns();
+	e->boot_ns = bench_omit & OMIT_TIME ? 0 : bpf_ktime_get_boot_ns();
 	e->pid = id >> 32;
 	e->tid = (u32)id;
 	e->site = site;
 	e->kind = kind;
 	e->failed = 0;
 	e->pad = 0;
-	e->str[0] = 0;
-	return e;
+	struct regs regs;
+	load_regs(ctx, &regs);
+	for (int i = 0; i < MAX_VALUES; i++) {
+		e->values[i] = 0;
+		if (i >= cfg->nvalues || bench_omit & OMIT_VALUES)
+			continue;
+		if (read_value(&regs, &cfg->values[i], e, str, i))
+			e->failed |= 1 << i;
+	}
 }
 
+// emit sends one record: reserved in the ring and written in place (one
+// copy fewer than bpf_ringbuf_output), 56 bytes unless the site reads a
+// string.
 static __always_inline int emit(struct pt_regs *ctx, u8 kind)
 {
 	u32 site = (u32)bpf_get_attach_cookie(ctx);
 	u32 key = site * 2 + (kind == KIND_EXIT);
 	struct site_config *cfg = bpf_map_lookup_elem(&sites, &key);
-	if (!cfg)
+	if (!cfg || bench_omit & OMIT_RING)
 		return 0;
-
-	struct event *e = reserve(site, kind);
-	if (!e)
+	if (cfg->str) {
+		struct event_str *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count_drop();
+			return 0;
+		}
+		e->str[0] = 0;
+		fill(ctx, cfg, &e->ev, e->str, site, kind);
+		bpf_ringbuf_submit(e, native_wakeup(sizeof(*e)));
 		return 0;
-
-	struct regs regs;
-	load_regs(ctx, &regs);
-	for (int i = 0; i < MAX_VALUES; i++) {
-		e->values[i] = 0;
-		if (i >= cfg->nvalues)
-			continue;
-		if (read_value(&regs, &cfg->values[i], e, i))
-			e->failed |= 1 << i;
 	}
-
-	bpf_ringbuf_submit(e, wakeup_flags(sizeof(*e)));
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	fill(ctx, cfg, e, 0, site, kind);
+	bpf_ringbuf_submit(e, native_wakeup(sizeof(*e)));
 	return 0;
 }
 

@@ -23,7 +23,12 @@ type StageEvent struct {
 	Failed uint8
 	Pad    uint16
 	Values [4]uint64
-	Str    [32]int8
+}
+
+type StageEventStr struct {
+	_   structs.HostLayout
+	Ev  StageEvent
+	Str [32]int8
 }
 
 type StagePyfield struct {
@@ -206,7 +211,7 @@ type StageSiteConfig struct {
 	_       structs.HostLayout
 	Values  [4]StageValueSpec
 	Nvalues uint32
-	Pad     uint32
+	Str     uint32
 }
 
 type StageValueSpec struct {
@@ -259,6 +264,7 @@ const (
 	StageMapPylayouts        = "pylayouts"
 	StageMapPyprogs          = "pyprogs"
 	StageMapPyscratches      = "pyscratches"
+	StageMapQueued           = "queued"
 	StageMapSites            = "sites"
 	StageMapTstates          = "tstates"
 	StageMapWatches          = "watches"
@@ -270,8 +276,10 @@ const (
 	StageProgStageExitMulti  = "stage_exit_multi"
 	StageProgWatchBare       = "watch_bare"
 	StageProgWatchHit        = "watch_hit"
+	StageVarBenchOmit        = "bench_omit"
 	StageVarUnusedConfig     = "unused_config"
 	StageVarUnusedEvent      = "unused_event"
+	StageVarUnusedEventStr   = "unused_event_str"
 	StageVarUnusedPylayout   = "unused_pylayout"
 	StageVarUnusedPyprog     = "unused_pyprog"
 	StageVarUnusedWatchEvent = "unused_watch_event"
@@ -341,6 +349,7 @@ type StageMapSpecs struct {
 	Pylayouts   *ebpf.MapSpec `ebpf:"pylayouts"`
 	Pyprogs     *ebpf.MapSpec `ebpf:"pyprogs"`
 	Pyscratches *ebpf.MapSpec `ebpf:"pyscratches"`
+	Queued      *ebpf.MapSpec `ebpf:"queued"`
 	Sites       *ebpf.MapSpec `ebpf:"sites"`
 	Tstates     *ebpf.MapSpec `ebpf:"tstates"`
 	Watches     *ebpf.MapSpec `ebpf:"watches"`
@@ -350,8 +359,10 @@ type StageMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageVariableSpecs struct {
+	BenchOmit        *ebpf.VariableSpec `ebpf:"bench_omit"`
 	UnusedConfig     *ebpf.VariableSpec `ebpf:"unused_config"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventStr   *ebpf.VariableSpec `ebpf:"unused_event_str"`
 	UnusedPylayout   *ebpf.VariableSpec `ebpf:"unused_pylayout"`
 	UnusedPyprog     *ebpf.VariableSpec `ebpf:"unused_pyprog"`
 	UnusedWatchEvent *ebpf.VariableSpec `ebpf:"unused_watch_event"`
@@ -385,6 +396,7 @@ type StageMaps struct {
 	Pylayouts   *ebpf.Map `ebpf:"pylayouts"`
 	Pyprogs     *ebpf.Map `ebpf:"pyprogs"`
 	Pyscratches *ebpf.Map `ebpf:"pyscratches"`
+	Queued      *ebpf.Map `ebpf:"queued"`
 	Sites       *ebpf.Map `ebpf:"sites"`
 	Tstates     *ebpf.Map `ebpf:"tstates"`
 	Watches     *ebpf.Map `ebpf:"watches"`
@@ -399,6 +411,7 @@ func (m *StageMaps) Close() error {
 		m.Pylayouts,
 		m.Pyprogs,
 		m.Pyscratches,
+		m.Queued,
 		m.Sites,
 		m.Tstates,
 		m.Watches,
@@ -409,8 +422,10 @@ func (m *StageMaps) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageVariables struct {
+	BenchOmit        *ebpf.Variable `ebpf:"bench_omit"`
 	UnusedConfig     *ebpf.Variable `ebpf:"unused_config"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventStr   *ebpf.Variable `ebpf:"unused_event_str"`
 	UnusedPylayout   *ebpf.Variable `ebpf:"unused_pylayout"`
 	UnusedPyprog     *ebpf.Variable `ebpf:"unused_pyprog"`
 	UnusedWatchEvent *ebpf.Variable `ebpf:"unused_watch_event"`

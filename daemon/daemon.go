@@ -25,6 +25,7 @@ import (
 	"github.com/specprobe/specprobe/discover"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/specmetrics"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -68,6 +69,8 @@ func (d *Daemon) notify(e Event) {
 type Daemon struct {
 	opts     Options
 	budget   *Budget
+	budgets  memBudgets           // what each session may hold
+	spec     *specmetrics.Metrics // every target's series, on /metrics and OTLP
 	shared   []tracer.Exporter
 	log      *lineLog
 	ctx      context.Context
@@ -112,20 +115,25 @@ func New(opts Options) (*Daemon, error) {
 	for _, s := range opts.Specs {
 		d.pythonSpecs = d.pythonSpecs || s.IsPython()
 	}
+	limit, _ := ParseSize(opts.MemoryLimit) // checked by Validate
+	d.budgets = budgets(memoryLimit(limit), opts.MaxProcesses, len(opts.Exporters))
 	var mu sync.Mutex
 	for _, e := range opts.Exporters {
-		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, SpanExporter: sharedExporter{&mu, e.SpanExporter}})
+		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{&mu, e.Out()}})
 	}
 	return d, nil
 }
 
 // Run works until ctx is done, then detaches from every target.
 func (d *Daemon) Run(ctx context.Context) error {
-	if limit, _ := ParseSize(d.opts.MemoryLimit); limit > 0 {
-		debug.SetMemoryLimit(limit)
+	if d.budgets.goLimit > 0 {
+		debug.SetMemoryLimit(d.budgets.goLimit)
 	}
 	mp, reg, err := newMeter(d.Totals, d.opts.MetricReaders)
 	if err != nil {
+		return err
+	}
+	if d.spec, err = specmetrics.New(mp.Meter("github.com/specprobe/specprobe")); err != nil {
 		return err
 	}
 	defer d.shutdown(mp.Shutdown)
@@ -163,6 +171,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.scan(false)
 	d.ready.Store(true)
 	d.log.printf("watching for inference processes (%d specs, at most %d at once, /metrics on %s)", len(d.opts.Specs), d.opts.MaxProcesses, addr)
+	d.log.printf("memory: %s", d.budgets)
 
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

@@ -149,7 +149,9 @@ func selfRSS() int64 {
 // pods, and is served on the local listener only.
 func (d *Daemon) handler(reg *prometheus.Registry, targets bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// OpenMetrics when the scraper asks for it: the format that carries
+	// exemplars (the trace of a slow step on the duration histograms).
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if last := time.Unix(0, d.lastLoop.Load()); time.Since(last) > 5*time.Second {
 			http.Error(w, fmt.Sprintf("main loop stalled since %s", last.Format(time.RFC3339)), http.StatusServiceUnavailable)

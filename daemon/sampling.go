@@ -3,21 +3,16 @@ package daemon
 import (
 	"encoding/binary"
 	"math"
-	"strconv"
 	"sync/atomic"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanrec"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // SamplingRateKey is the span attribute with the fraction of requests kept
 // when the span's request was sampled: 0.25 means this request stands for four.
-const SamplingRateKey = attribute.Key("specprobe.sampling.rate")
-
-// traceStateKey carries the root's rate to its children, which the sampler
-// sees only through the parent's span context.
-const traceStateKey = "specprobe"
+const SamplingRateKey = spanschema.KeySamplingRate
 
 // Budget turns an event budget into a request sampling rate: past the
 // budget, new requests are kept with probability budget/rate, all the spans
@@ -48,33 +43,17 @@ func (b *Budget) Observe(eventsPerSec float64) {
 // Rate is the fraction of new requests kept now.
 func (b *Budget) Rate() float64 { return math.Float64frombits(b.rate.Load()) }
 
-// Sampler is the span sampler enforcing the budget.
-func (b *Budget) Sampler() sdktrace.Sampler { return budgetSampler{b} }
+// Sampler is the request sampler enforcing the budget.
+func (b *Budget) Sampler() spanbuilder.Sampler { return budgetSampler{b} }
 
 type budgetSampler struct{ b *Budget }
 
-func (s budgetSampler) Description() string { return "specprobe event budget" }
-
-func (s budgetSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	parent := trace.SpanContextFromContext(p.ParentContext)
-	if parent.IsValid() {
-		if !parent.IsSampled() {
-			return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: parent.TraceState()}
-		}
-		res := sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample, Tracestate: parent.TraceState()}
-		if r, err := strconv.ParseFloat(parent.TraceState().Get(traceStateKey), 64); err == nil {
-			res.Attributes = []attribute.KeyValue{SamplingRateKey.Float64(r)}
-		}
-		return res
-	}
+// Sample keeps a new request with probability Rate(): the trace id is
+// random, so its low 63 bits against rate·2⁶³ keep that fraction, as
+// OpenTelemetry's TraceIDRatioBased does. Every span of a request kept
+// says the rate it was kept at.
+func (s budgetSampler) Sample(id spanrec.TraceID) (bool, float64) {
 	rate := s.b.Rate()
-	// The trace ID is random: its low 63 bits against rate·2⁶³ keep the
-	// same fraction TraceIDRatioBased would.
-	x := binary.BigEndian.Uint64(p.TraceID[8:16]) >> 1
-	if rate < 1 && float64(x) >= rate*(1<<63) {
-		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
-	}
-	ts, _ := trace.TraceState{}.Insert(traceStateKey, strconv.FormatFloat(rate, 'g', 4, 64))
-	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample, Tracestate: ts,
-		Attributes: []attribute.KeyValue{SamplingRateKey.Float64(rate)}}
+	x := binary.BigEndian.Uint64(id[8:16]) >> 1
+	return rate >= 1 || float64(x) < rate*(1<<63), rate
 }

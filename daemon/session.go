@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/internal/ktime"
 	"github.com/specprobe/specprobe/internal/redact"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/tracer"
 )
 
@@ -98,7 +99,7 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8sme
 	cfg := tracer.Config{
 		PID: c.id.PID, Spec: spec, SkipEndbr: true, Exporters: d.shared,
 		Log: &prefixLog{l: d.log, prefix: fmt.Sprintf("PID %d: ", c.id.PID)}, Attached: attached,
-		ImportWait: 5 * time.Second, QueueSize: d.queueSize(), FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
+		ImportWait: 5 * time.Second, QueueSize: d.budgets.queue, RingBytes: d.budgets.ring, FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
 		Progress: func(p tracer.Progress) { d.mu.Lock(); t.progress = p; d.mu.Unlock() },
 	}
 	if d.opts.EventBudget > 0 {
@@ -112,6 +113,7 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8sme
 			t.resource = d.lookupMeta(c.id.PID).Attributes()
 		}
 		cfg.Resource = t.resource
+		cfg.SpecMetrics = d.spec.Target(spec.Engine, c.id.PID, t.resource...)
 		go func() {
 			select {
 			case <-attached:
@@ -145,16 +147,6 @@ func runSession(ctx context.Context, cfg tracer.Config) (res *tracer.Result, err
 }
 
 var errPanic = errors.New("panic")
-
-// queueSize splits the span queues' share of the memory limit (a quarter of
-// it, ~1 KiB a span) over the processes that may be traced at once.
-func (d *Daemon) queueSize() int {
-	limit, _ := ParseSize(d.opts.MemoryLimit)
-	if limit <= 0 {
-		return 0
-	}
-	return max(1024, int(limit/4/1024)/d.opts.MaxProcesses/max(1, len(d.shared)))
-}
 
 // finish records a session's end; an attach that failed on a process that
 // just started is tried again (a library may not be mapped yet).
@@ -240,17 +232,17 @@ func (d *Daemon) stopAll() {
 	}
 }
 
-// sharedExporter lets every session's span processor use one exporter:
-// calls are serialised and a session's shutdown leaves it open.
+// sharedExporter lets every session's queue use one exporter: calls are
+// serialised and a session's shutdown leaves it open.
 type sharedExporter struct {
 	mu *sync.Mutex
-	sdktrace.SpanExporter
+	export.Exporter
 }
 
-func (s sharedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (s sharedExporter) Export(ctx context.Context, spans []*spanrec.Span) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.SpanExporter.ExportSpans(ctx, spans)
+	return s.Exporter.Export(ctx, spans)
 }
 
 func (sharedExporter) Shutdown(context.Context) error { return nil }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"github.com/specprobe/specprobe/spanrec"
 )
 
 type console struct {
@@ -26,11 +26,11 @@ type console struct {
 // line's worth of information without saying anything about speculation.
 // Batched calls are not merged, so each request of a batch gets its own
 // line; that is what someone grepping for one rid wants. w is not closed.
-func NewConsole(w io.Writer) sdktrace.SpanExporter { return &console{w: w, loc: time.Local} }
+func NewConsole(w io.Writer) Exporter { return &console{w: w, loc: time.Local} }
 
 // FormatStageLine renders the line NewConsole would print for s, without
 // the trailing newline; ok is false for spans that are not stage spans.
-func FormatStageLine(s sdktrace.ReadOnlySpan, loc *time.Location) (line string, ok bool) {
+func FormatStageLine(s *spanrec.Span, loc *time.Location) (line string, ok bool) {
 	si, ok := stageOf(s)
 	if !ok {
 		return "", false
@@ -49,7 +49,7 @@ func FormatStageLine(s sdktrace.ReadOnlySpan, loc *time.Location) (line string, 
 	return b.String(), true
 }
 
-func (c *console) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (c *console) Export(ctx context.Context, spans []*spanrec.Span) error {
 	var b strings.Builder
 	for _, s := range spans {
 		if line, ok := FormatStageLine(s, c.loc); ok {

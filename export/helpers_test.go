@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
@@ -112,3 +114,23 @@ type bufCloser struct {
 
 func (b *bufCloser) Write(p []byte) (int, error) { b.data = append(b.data, p...); return len(p), nil }
 func (b *bufCloser) Close() error                { b.closed = true; return nil }
+
+// viaSDK hands SDK spans to an exporter, as records (spanrec.FromSDK): the
+// tests make their spans with the SDK, so that what the exporters are
+// checked against is not made by the code under test.
+type viaSDK struct{ export.Exporter }
+
+func (v viaSDK) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	return v.Export(ctx, records(spans))
+}
+
+func records(spans []sdktrace.ReadOnlySpan) []*spanrec.Span {
+	res := map[any]*spanrec.Resource{}
+	out := make([]*spanrec.Span, len(spans))
+	for i, s := range spans {
+		out[i] = spanrec.FromSDK(s, res)
+	}
+	return out
+}
+
+func record(s sdktrace.ReadOnlySpan) *spanrec.Span { return records([]sdktrace.ReadOnlySpan{s})[0] }

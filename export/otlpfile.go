@@ -10,9 +10,10 @@ import (
 	"io"
 	"sync"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/specprobe/specprobe/spanrec"
 )
 
 // idKeys are the only bytes fields OTLP/JSON writes as hex; every other
@@ -23,7 +24,9 @@ var idKeys = [][]byte{[]byte(`"traceId":"`), []byte(`"spanId":"`), []byte(`"pare
 
 // MarshalOTLPJSON encodes req the way the OpenTelemetry Collector's file
 // exporter does: protojson with integer enums, then ids re-encoded as hex.
-// The result is a single line without a trailing newline.
+// The result is a single line without a trailing newline. The otlp-file
+// exporter writes the same bytes straight from its records; this is the
+// reference it is tested against.
 func MarshalOTLPJSON(req *collectortrace.ExportTraceServiceRequest) ([]byte, error) {
 	raw, err := protojson.MarshalOptions{UseEnumNumbers: true}.Marshal(req)
 	if err != nil {
@@ -99,30 +102,31 @@ type otlpFile struct {
 	mu     sync.Mutex
 	w      io.Writer
 	closed bool
+	buf    []byte
 }
 
-// NewOTLPFile writes one OTLP/JSON ExportTraceServiceRequest per
-// ExportSpans call, one per line, so the file can be replayed into a
-// Collector (otlpjsonfile receiver) or read back with UnmarshalOTLPJSON.
-// w is never closed: it is often os.Stdout, and the caller owns it.
-func NewOTLPFile(w io.Writer) sdktrace.SpanExporter { return &otlpFile{w: w} }
+// NewOTLPFile writes one OTLP/JSON ExportTraceServiceRequest per batch,
+// one per line, streamed from the records (spanrec.AppendJSON), so the
+// file can be replayed into a Collector (otlpjsonfile receiver) or read back
+// with UnmarshalOTLPJSON. w is never closed: it is often os.Stdout, and
+// the caller owns it.
+func NewOTLPFile(w io.Writer) Exporter { return &otlpFile{w: w} }
 
-func (e *otlpFile) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (e *otlpFile) Export(ctx context.Context, spans []*spanrec.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	line, err := MarshalOTLPJSON(&collectortrace.ExportTraceServiceRequest{ResourceSpans: ResourceSpans(spans)})
-	if err != nil {
-		return err
-	}
-	line = append(line, '\n')
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errShutdown
 	}
+	e.buf = append(spanrec.AppendJSON(e.buf[:0], spans), '\n')
 	// A single Write per line keeps lines whole even if w is shared.
-	_, err = e.w.Write(line)
+	_, err := e.w.Write(e.buf)
+	if cap(e.buf) > 4<<20 {
+		e.buf = nil // one huge batch does not keep its buffer
+	}
 	return err
 }
 

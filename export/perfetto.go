@@ -10,10 +10,9 @@ import (
 	"slices"
 	"sync"
 
-	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
@@ -63,9 +62,9 @@ type perfetto struct {
 // events on one track per OS thread, named by the thread's name as the
 // kernel has it when the thread is first seen; a request's other spans
 // become nested async slices on one track per request.
-func NewPerfetto(w io.WriteCloser) sdktrace.SpanExporter { return NewPerfettoNamed(w, ThreadName) }
+func NewPerfetto(w io.WriteCloser) Exporter { return NewPerfettoNamed(w, ThreadName) }
 
-func (p *perfetto) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (p *perfetto) Export(ctx context.Context, spans []*spanrec.Span) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -77,11 +76,10 @@ func (p *perfetto) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			p.addStage(pid, si)
 			continue
 		}
-		a := asyncSpan{pid: pid, trace: s.SpanContext().TraceID(), id: s.SpanContext().SpanID(), parent: s.Parent().SpanID(),
-			name: s.Name(), start: s.StartTime().UnixNano(), end: s.EndTime().UnixNano(),
-			rid: attrString(s.Attributes(), spanschema.KeyRID)}
-		if st := s.Status(); st.Code == codes.Error {
-			a.err = cmp.Or(st.Description, "error")
+		a := asyncSpan{pid: pid, trace: trace.TraceID(s.Trace), id: trace.SpanID(s.ID), parent: trace.SpanID(s.Parent),
+			name: s.Name, start: s.Start, end: s.End, rid: attrString(s, spanschema.KeyRID)}
+		if s.Failed {
+			a.err = cmp.Or(s.Err, "error")
 		}
 		p.async = append(p.async, a)
 	}
@@ -90,15 +88,17 @@ func (p *perfetto) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 
 // process returns the pid the resource names, remembering service.name so
 // the process track gets a readable title.
-func (p *perfetto) process(s sdktrace.ReadOnlySpan) int64 {
+func (p *perfetto) process(s *spanrec.Span) int64 {
 	var pid int64
 	var name string
-	if r := s.Resource(); r != nil {
-		if v, ok := r.Set().Value(spanschema.KeyProcessPID); ok {
-			pid = intOf(v)
-		}
-		if v, ok := r.Set().Value(spanschema.KeyServiceName); ok {
-			name = v.AsString()
+	if r := s.Resource; r != nil {
+		for _, kv := range r.Attrs {
+			switch kv.Key {
+			case spanschema.KeyProcessPID:
+				pid = intOf(kv.Value)
+			case spanschema.KeyServiceName:
+				name = kv.Value.AsString()
+			}
 		}
 	}
 	if _, seen := p.procs[pid]; !seen || p.procs[pid] == "" {
@@ -190,7 +190,7 @@ func writeTrace(w io.Writer, evs []traceEvent) error {
 
 // NewPerfettoNamed is NewPerfetto with the thread tracks named by
 // threadName (spans recorded elsewhere, tests) instead of /proc.
-func NewPerfettoNamed(w io.WriteCloser, threadName func(pid, tid int64) string) sdktrace.SpanExporter {
+func NewPerfettoNamed(w io.WriteCloser, threadName func(pid, tid int64) string) Exporter {
 	return &perfetto{w: w, slices: map[sliceKey]*stageSlice{},
 		threads: map[[2]int64]string{}, procs: map[int64]string{}, threadName: threadName}
 }

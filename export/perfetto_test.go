@@ -29,7 +29,7 @@ type chromeEvent struct {
 func TestPerfetto(t *testing.T) {
 	spans := recordContract(t)
 	w := &bufCloser{}
-	exp := export.NewPerfetto(w)
+	exp := viaSDK{export.NewPerfetto(w)}
 	ctx := context.Background()
 	// Two calls: dedup must work across export batches too.
 	if err := exp.ExportSpans(ctx, spans[:5]); err != nil {
@@ -150,13 +150,13 @@ func TestPerfettoThreadNames(t *testing.T) {
 	asked := map[[2]int64]int{}
 	names := map[int64]string{101: "scheduler", 102: ""}
 	w := &bufCloser{}
-	exp := export.NewPerfettoNamed(w, func(pid, tid int64) string {
+	exp := viaSDK{export.NewPerfettoNamed(w, func(pid, tid int64) string {
 		asked[[2]int64{pid, tid}]++
 		if names[tid] == "" {
 			return fmt.Sprintf("thread %d", tid)
 		}
 		return names[tid]
-	})
+	})}
 	ctx := context.Background()
 	if err := exp.ExportSpans(ctx, spans); err != nil {
 		t.Fatal(err)

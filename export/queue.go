@@ -7,18 +7,27 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/specprobe/specprobe/spanrec"
 )
 
-// QueueProcessor is a SpanProcessor whose OnEnd never blocks. The SDK's
-// BatchSpanProcessor can be configured as non-blocking too, but it does
-// not expose how much it dropped or failed, and the probe needs those
-// numbers to tell a quiet server from a lossy pipeline.
+// QueueProcessor hands spans to one exporter from a bounded queue that
+// never blocks its caller: past its size spans are dropped and counted,
+// so a slow or unreachable collector costs spans, never the reader's time.
+// The span builder's sink pushes records (Push); it is also an SDK
+// SpanProcessor, for spans made with the OpenTelemetry SDK.
 type QueueProcessor struct {
-	exp        sdktrace.SpanExporter
-	queue      chan sdktrace.ReadOnlySpan
+	exp        Exporter
+	size       int // spans waiting or being exported, at most
 	batchSize  int
 	flushEvery time.Duration
 
+	mu       sync.Mutex
+	waiting  []*spanrec.Span
+	inFlight int // taken by the worker, not yet exported
+	stopped  bool
+
+	kick     chan struct{} // a batch is full
 	flushReq chan flushReq
 	stop     chan struct{}
 	done     chan struct{}
@@ -27,13 +36,9 @@ type QueueProcessor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// enq guards stopped against OnEnd racing Shutdown: without it a span
-	// could land in the queue after Shutdown's final drain and vanish from
-	// Stats. OnEnd only ever TryRLocks it, so it still never waits.
-	enq      sync.RWMutex
-	stopped  atomic.Bool
 	shutOnce sync.Once
 	shutErr  error
+	sdkRes   map[any]*spanrec.Resource // OnEnd's resources, converted once
 
 	exported, dropped, failed atomic.Uint64
 }
@@ -45,7 +50,7 @@ type flushReq struct {
 
 // NewQueueProcessor starts the worker goroutine. Non-positive arguments get
 // defaults (queue 2048, batch 512, flush every 1s) matching the SDK's.
-func NewQueueProcessor(exp sdktrace.SpanExporter, queueSize, batchSize int, flushEvery time.Duration) *QueueProcessor {
+func NewQueueProcessor(exp Exporter, queueSize, batchSize int, flushEvery time.Duration) *QueueProcessor {
 	if queueSize <= 0 {
 		queueSize = 2048
 	}
@@ -58,10 +63,9 @@ func NewQueueProcessor(exp sdktrace.SpanExporter, queueSize, batchSize int, flus
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &QueueProcessor{
-		exp: exp, queue: make(chan sdktrace.ReadOnlySpan, queueSize),
-		batchSize: batchSize, flushEvery: flushEvery,
-		flushReq: make(chan flushReq), stop: make(chan struct{}), done: make(chan struct{}),
-		ctx: ctx, cancel: cancel,
+		exp: exp, size: queueSize, batchSize: batchSize, flushEvery: flushEvery,
+		kick: make(chan struct{}, 1), flushReq: make(chan flushReq), stop: make(chan struct{}), done: make(chan struct{}),
+		ctx: ctx, cancel: cancel, sdkRes: map[any]*spanrec.Resource{},
 	}
 	go p.run()
 	return p
@@ -74,32 +78,52 @@ func (p *QueueProcessor) Stats() (exported, dropped, failed uint64) {
 	return p.exported.Load(), p.dropped.Load(), p.failed.Load()
 }
 
+// Push queues spans, or counts them dropped when the queue is full or shut
+// down. It holds a lock only to append: the worker never exports under it.
+func (p *QueueProcessor) Push(spans ...*spanrec.Span) {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.dropped.Add(uint64(len(spans)))
+		return
+	}
+	room := max(0, p.size-len(p.waiting)-p.inFlight)
+	n := min(room, len(spans))
+	p.waiting = append(p.waiting, spans[:n]...)
+	full := len(p.waiting) >= p.batchSize
+	p.mu.Unlock()
+	if n < len(spans) {
+		p.dropped.Add(uint64(len(spans) - n))
+	}
+	if full {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// OnStart implements sdktrace.SpanProcessor.
 func (p *QueueProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
+// OnEnd queues an SDK span's record (sdktrace.SpanProcessor).
 func (p *QueueProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	if !p.enq.TryRLock() {
-		p.dropped.Add(1) // Shutdown is in progress
-		return
-	}
-	defer p.enq.RUnlock()
-	if p.stopped.Load() {
-		p.dropped.Add(1)
-		return
-	}
-	select {
-	case p.queue <- s:
-	default:
-		p.dropped.Add(1)
-	}
+	p.mu.Lock()
+	rec := spanrec.FromSDK(s, p.sdkRes)
+	p.mu.Unlock()
+	p.Push(rec)
 }
 
 // ForceFlush exports everything queued before the call. It returns
 // ctx.Err() if the deadline passes first; the export keeps going.
 func (p *QueueProcessor) ForceFlush(ctx context.Context) error {
-	if p.stopped.Load() {
+	p.mu.Lock()
+	stopped := p.stopped
+	p.mu.Unlock()
+	if stopped {
 		return nil
 	}
 	return p.requestFlush(ctx)
@@ -126,20 +150,20 @@ func (p *QueueProcessor) requestFlush(ctx context.Context) error {
 // exporter down. Whatever could not be exported in time counts as dropped.
 func (p *QueueProcessor) Shutdown(ctx context.Context) error {
 	p.shutOnce.Do(func() {
-		p.enq.Lock()
-		p.stopped.Store(true)
-		p.enq.Unlock()
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
 		err := p.requestFlush(ctx)
 		if err != nil {
-			p.cancel() // unblock a hung ExportSpans
+			p.cancel() // unblock a hung export
 		}
 		close(p.stop)
 		<-p.done
 		// Spans the worker left behind when it gave up at the deadline.
-		for n := len(p.queue); n > 0; n-- {
-			<-p.queue
-			p.dropped.Add(1)
-		}
+		p.mu.Lock()
+		p.dropped.Add(uint64(len(p.waiting)))
+		p.waiting = nil
+		p.mu.Unlock()
 		if e := p.exp.Shutdown(ctx); err == nil {
 			err = e
 		}
@@ -153,76 +177,89 @@ func (p *QueueProcessor) run() {
 	defer close(p.done)
 	t := time.NewTicker(p.flushEvery)
 	defer t.Stop()
-	batch := make([]sdktrace.ReadOnlySpan, 0, p.batchSize)
+	var spare []*spanrec.Span
 	for {
-		// Checked first because select picks randomly among ready cases,
-		// and after an aborted shutdown the queue may still look busy.
+		// Checked first because select picks randomly among ready cases.
 		select {
 		case <-p.stop:
-			p.dropped.Add(uint64(len(batch)))
 			return
 		default:
 		}
 		select {
-		case s := <-p.queue:
-			batch = append(batch, s)
-			if len(batch) >= p.batchSize {
-				batch = p.export(p.ctx, batch)
-			}
+		case <-p.kick:
+			spare = p.exportWaiting(p.ctx, spare, true)
 		case <-t.C:
-			batch = p.export(p.ctx, batch)
+			spare = p.exportWaiting(p.ctx, spare, false)
 		case r := <-p.flushReq:
-			r.done <- p.drain(r.ctx, batch)
-			batch = batch[:0]
+			r.done <- p.drain(r.ctx, &spare)
 		case <-p.stop:
-			p.dropped.Add(uint64(len(batch)))
 			return
 		}
 	}
 }
 
-// drain exports batch plus what is queued right now. It stops at the
-// length seen on entry so that a steady stream of OnEnd calls cannot turn
-// a flush into an endless loop.
-func (p *QueueProcessor) drain(ctx context.Context, batch []sdktrace.ReadOnlySpan) error {
-	// Honour both the caller's deadline and Shutdown's abort.
+// take moves what waits to the worker: whole batches only, unless all.
+func (p *QueueProcessor) take(spare []*spanrec.Span, wholeBatches bool) []*spanrec.Span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.waiting)
+	if wholeBatches {
+		n -= n % p.batchSize
+	}
+	batch := append(spare[:0], p.waiting[:n]...)
+	rest := copy(p.waiting, p.waiting[n:])
+	clear(p.waiting[rest:])
+	p.waiting = p.waiting[:rest]
+	p.inFlight += n
+	return batch
+}
+
+// exportWaiting exports what waits, a batch at a time, and returns the
+// emptied slice for reuse.
+func (p *QueueProcessor) exportWaiting(ctx context.Context, spare []*spanrec.Span, wholeBatches bool) []*spanrec.Span {
+	batch := p.take(spare, wholeBatches)
+	for i := 0; i < len(batch); i += p.batchSize {
+		p.export(ctx, batch[i:min(len(batch), i+p.batchSize)])
+	}
+	clear(batch)
+	return batch[:0]
+}
+
+// drain exports what is queued right now, within ctx and Shutdown's abort.
+func (p *QueueProcessor) drain(ctx context.Context, spare *[]*spanrec.Span) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
-
-	for n := len(p.queue); n > 0; n-- {
-		batch = append(batch, <-p.queue)
-		if len(batch) >= p.batchSize {
-			if ctx.Err() != nil {
-				break
-			}
-			batch = p.export(ctx, batch)
+	batch := p.take(*spare, false)
+	defer func() { clear(batch); *spare = batch[:0] }()
+	for i := 0; i < len(batch); i += p.batchSize {
+		if ctx.Err() != nil {
+			// Give up on the rest: count it rather than export it late.
+			n := len(batch) - i
+			p.dropped.Add(uint64(n))
+			p.mu.Lock()
+			p.inFlight -= n
+			p.mu.Unlock()
+			return ctx.Err()
 		}
+		p.export(ctx, batch[i:min(len(batch), i+p.batchSize)])
 	}
-	if ctx.Err() == nil {
-		batch = p.export(ctx, batch)
-	}
-	if err := ctx.Err(); err != nil {
-		// Give up on the rest: count it rather than export it late.
-		p.dropped.Add(uint64(len(batch)))
-		return err
-	}
-	return nil
+	return ctx.Err()
 }
 
-// export returns batch emptied so the caller can reuse its storage; the
-// exporter must not keep the slice (the SDK contract says so).
-func (p *QueueProcessor) export(ctx context.Context, batch []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+// export hands one batch to the exporter, which must not keep the slice.
+func (p *QueueProcessor) export(ctx context.Context, batch []*spanrec.Span) {
 	if len(batch) == 0 {
-		return batch
+		return
 	}
 	n := uint64(len(batch))
-	if err := p.exp.ExportSpans(ctx, batch); err != nil {
+	if err := p.exp.Export(ctx, batch); err != nil {
 		p.failed.Add(n)
 	} else {
 		p.exported.Add(n)
 	}
-	clear(batch)
-	return batch[:0]
+	p.mu.Lock()
+	p.inFlight -= len(batch)
+	p.mu.Unlock()
 }

@@ -9,21 +9,22 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/export"
+	"github.com/specprobe/specprobe/spanrec"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// fakeExporter blocks each ExportSpans until release is closed (if set) or
+// fakeExporter blocks each Export until release is closed (if set) or
 // the export ctx ends, like an OTLP client stuck on a dead endpoint.
 type fakeExporter struct {
 	release  chan struct{}
-	entered  chan struct{} // receives once per ExportSpans call, if set
+	entered  chan struct{} // receives once per Export call, if set
 	fail     bool
 	mu       sync.Mutex
 	names    []string
 	shutdown atomic.Bool
 }
 
-func (f *fakeExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (f *fakeExporter) Export(ctx context.Context, spans []*spanrec.Span) error {
 	if f.entered != nil {
 		select {
 		case f.entered <- struct{}{}:
@@ -43,7 +44,7 @@ func (f *fakeExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, s := range spans {
-		f.names = append(f.names, s.Name())
+		f.names = append(f.names, s.Name)
 	}
 	return nil
 }

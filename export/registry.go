@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Kinds are the exporters --exporter names, in the order --help lists them.
@@ -18,11 +17,11 @@ var Kinds = []Kind{
 	{Name: "otlp-grpc", OTLP: true, Protocol: ProtocolGRPC, Help: "OTLP over gRPC"},
 	{Name: "otlp-http", OTLP: true, Protocol: ProtocolHTTPProtobuf, Help: "OTLP over HTTP/protobuf"},
 	{Name: "otlp-file", File: true, Help: "OTLP JSON lines, one ExportTraceServiceRequest per line (the Collector file exporter's format)",
-		New: func(_ context.Context, o Output) (sdktrace.SpanExporter, error) { return NewOTLPFile(o.File), nil }},
+		New: func(_ context.Context, o Output) (Exporter, error) { return NewOTLPFile(o.File), nil }},
 	{Name: "perfetto", File: true, Help: "Chrome/Perfetto trace JSON, one track per thread (ui.perfetto.dev)",
-		New: func(_ context.Context, o Output) (sdktrace.SpanExporter, error) { return NewPerfetto(o.File), nil }},
+		New: func(_ context.Context, o Output) (Exporter, error) { return NewPerfetto(o.File), nil }},
 	{Name: "console", Help: "one line per stage span on stdout",
-		New: func(_ context.Context, o Output) (sdktrace.SpanExporter, error) { return NewConsole(o.Stdout), nil }},
+		New: func(_ context.Context, o Output) (Exporter, error) { return NewConsole(o.Stdout), nil }},
 }
 
 // Kind is one exporter --exporter can name.
@@ -36,19 +35,13 @@ type Kind struct {
 	// OTEL_EXPORTER_OTLP_*: see NewOTLP). Their constructor is NewOTLP.
 	OTLP     bool
 	Protocol string
-	New      func(ctx context.Context, out Output) (sdktrace.SpanExporter, error)
+	New      func(ctx context.Context, out Output) (Exporter, error)
 }
 
 // Output is where an exporter writes: its file (file kinds), stdout.
 type Output struct {
 	File   io.WriteCloser
 	Stdout io.Writer
-}
-
-// Named is an exporter with the name it was asked for by.
-type Named struct {
-	Name string
-	sdktrace.SpanExporter
 }
 
 // Lookup finds a kind by name.
@@ -88,7 +81,7 @@ func Help() string {
 	return b.String()
 }
 
-func (k Kind) open(ctx context.Context, out Output) (sdktrace.SpanExporter, error) {
+func (k Kind) open(ctx context.Context, out Output) (Exporter, error) {
 	if k.OTLP {
 		return NewOTLP(ctx, k.Protocol)
 	}
@@ -145,7 +138,7 @@ func Open(ctx context.Context, names []string, output string, stdout io.Writer) 
 			close()
 			return nil, nil, fmt.Errorf("exporter %s: %w", name, err)
 		}
-		exps = append(exps, Named{Name: name, SpanExporter: exp})
+		exps = append(exps, Named{Name: name, Exporter: exp})
 	}
 	return exps, close, nil
 }

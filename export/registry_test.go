@@ -35,7 +35,7 @@ func TestKinds(t *testing.T) {
 			arg += "=" + filepath.Join(t.TempDir(), "out")
 		}
 		exps, closeFiles, err := export.Open(context.Background(), []string{arg}, "", &bytes.Buffer{})
-		if err != nil || len(exps) != 1 || exps[0].Name != k.Name || exps[0].SpanExporter == nil {
+		if err != nil || len(exps) != 1 || exps[0].Name != k.Name || exps[0].Exporter == nil {
 			t.Errorf("Open(%s) = %v, %v", arg, exps, err)
 			continue
 		}

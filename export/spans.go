@@ -2,9 +2,8 @@ package export
 
 import (
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
@@ -23,9 +22,33 @@ type stageInfo struct {
 
 // stageOf reads the stage attribute, falling back to the span name so that
 // spans from an older builder without specprobe.stage still show up.
-func stageOf(s sdktrace.ReadOnlySpan) (stageInfo, bool) {
+func stageOf(s *spanrec.Span) (stageInfo, bool) {
 	var si stageInfo
-	for _, kv := range s.Attributes() {
+	for _, g := range s.Shared {
+		if g != nil {
+			si.read(g.KVs)
+		}
+	}
+	si.read(s.Own)
+	if si.stage == "" {
+		st, ok := spanschema.StageOf(s.Name)
+		if !ok {
+			return si, false
+		}
+		si.stage = st
+	}
+	si.start, si.end = s.Start, s.End
+	if s.Failed {
+		si.isErr, si.err = true, s.Err
+		if si.err == "" {
+			si.err = "error"
+		}
+	}
+	return si, true
+}
+
+func (si *stageInfo) read(kvs []attribute.KeyValue) {
+	for _, kv := range kvs {
 		switch kv.Key {
 		case spanschema.KeyStage:
 			si.stage = kv.Value.AsString()
@@ -37,21 +60,6 @@ func stageOf(s sdktrace.ReadOnlySpan) (stageInfo, bool) {
 			si.correct, si.hasCorrect = intOf(kv.Value), true
 		}
 	}
-	if si.stage == "" {
-		st, ok := spanschema.StageOf(s.Name())
-		if !ok {
-			return si, false
-		}
-		si.stage = st
-	}
-	si.start, si.end = s.StartTime().UnixNano(), s.EndTime().UnixNano()
-	if st := s.Status(); st.Code == codes.Error {
-		si.isErr, si.err = true, st.Description
-		if si.err == "" {
-			si.err = "error"
-		}
-	}
-	return si, true
 }
 
 // intOf tolerates the builder recording ids as strings or floats, which
@@ -75,11 +83,9 @@ func intOf(v attribute.Value) int64 {
 	return 0
 }
 
-func attrString(kvs []attribute.KeyValue, key attribute.Key) string {
-	for _, kv := range kvs {
-		if kv.Key == key {
-			return kv.Value.Emit()
-		}
+func attrString(s *spanrec.Span, key attribute.Key) string {
+	if v, ok := s.Attr(key); ok {
+		return v.Emit()
 	}
 	return ""
 }

@@ -8,8 +8,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Metrics exports the latest GPU samples, the speculative-decoding counts,
-// and ratios derived from both, each collection.
+// Metrics exports the latest GPU samples and ratios derived from them and
+// the speculative-decoding counts, each collection (the counts themselves
+// are package specmetrics' counters).
 type Metrics struct {
 	s *Sampler // nil or inactive: the spec metrics alone
 
@@ -37,7 +38,6 @@ type instruments struct {
 	energy                                                         metric.Float64ObservableCounter
 	memUsage, memLimit                                             metric.Int64ObservableUpDownCounter
 	smClock, memClock, throttle                                    metric.Int64ObservableGauge
-	accepted, drafted, verifies                                    metric.Int64ObservableCounter
 	rate, perVerify, perToken                                      metric.Float64ObservableGauge
 }
 
@@ -55,11 +55,6 @@ func RegisterMetrics(meter metric.Meter, s *Sampler) (*Metrics, error) {
 		g, err := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		errs = append(errs, err)
 		return g
-	}
-	ic := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
 	}
 	iu := func(name, unit, desc string) metric.Int64ObservableUpDownCounter {
 		c, err := meter.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -83,9 +78,6 @@ func RegisterMetrics(meter metric.Meter, s *Sampler) (*Metrics, error) {
 	in.smOcc = fg("specprobe.gpu.sm_occupancy", "1", "Fraction of warp slots occupied (GPM)")
 	in.tensor = fg("specprobe.gpu.tensor_activity", "1", "Fraction of time a tensor pipe was active (GPM)")
 	in.dram = fg("specprobe.gpu.dram_activity", "1", "Fraction of DRAM bandwidth used (GPM)")
-	in.accepted = ic("specprobe.spec.accepted_tokens", "{token}", "Draft tokens accepted by verify (num_correct_drafts)")
-	in.drafted = ic("specprobe.spec.drafted_tokens", "{token}", "Draft tokens proposed (num_drafts)")
-	in.verifies = ic("specprobe.spec.verifies", "{verify}", "Verify calls")
 	in.rate = fg("specprobe.spec.acceptance_rate", "1", "Accepted over drafted tokens since the previous export")
 	in.perVerify = fg("specprobe.spec.accepted_tokens_per_verify", "{token}", "Accepted tokens per verify since the previous export")
 	in.perToken = fg("specprobe.spec.energy_per_accepted_token", "J/{token}", "Energy of the traced process's GPUs per accepted token since the previous export")
@@ -99,7 +91,7 @@ func RegisterMetrics(meter metric.Meter, s *Sampler) (*Metrics, error) {
 		return nil
 	}, in.util, in.memAct, in.memUsage, in.memLimit, in.memUtil, in.smClock, in.memClock, in.power, in.energy,
 		in.temp, in.throttle, in.smAct, in.smOcc, in.tensor, in.dram,
-		in.accepted, in.drafted, in.verifies, in.rate, in.perVerify, in.perToken)
+		in.rate, in.perVerify, in.perToken)
 	return m, err
 }
 
@@ -164,9 +156,6 @@ func (m *Metrics) observe(o metric.Observer, in *instruments) {
 			haveEnergy = false
 		}
 	}
-	o.ObserveInt64(in.accepted, m.accepted)
-	o.ObserveInt64(in.drafted, m.drafted)
-	o.ObserveInt64(in.verifies, m.verifies)
 	dAcc, dDraft, dVer := m.accepted-m.prevAccepted, m.drafted-m.prevDrafted, m.verifies-m.prevVerifies
 	if dDraft > 0 {
 		o.ObserveFloat64(in.rate, float64(dAcc)/float64(dDraft))

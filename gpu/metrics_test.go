@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/hwconv"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
@@ -90,12 +91,20 @@ func TestMetrics(t *testing.T) {
 		"specprobe.gpu.clock.memory":                {"MHz", 2619},
 		"specprobe.gpu.memory.activity":             {"1", 0.2},
 		"specprobe.gpu.sm_activity":                 {"1", 0},
-		"specprobe.spec.accepted_tokens":            {"{token}", 110},
-		"specprobe.spec.drafted_tokens":             {"{token}", 140},
-		"specprobe.spec.verifies":                   {"{verify}", 30},
 		"specprobe.spec.acceptance_rate":            {"1", 0.8},
 		"specprobe.spec.accepted_tokens_per_verify": {"{token}", 4},
 		"specprobe.spec.energy_per_accepted_token":  {"J/{token}", 5},
+	}
+	// Where OpenTelemetry's hardware conventions name a metric, the name
+	// and unit are theirs.
+	for _, c := range []struct{ name, unit string }{
+		{hwconv.Power{}.Name(), hwconv.Power{}.Unit()},
+		{hwconv.Energy{}.Name(), hwconv.Energy{}.Unit()},
+		{hwconv.Temperature{}.Name(), hwconv.Temperature{}.Unit()},
+	} {
+		if w, ok := want[c.name]; !ok || w.unit != c.unit {
+			t.Errorf("semantic conventions: %s in %s, we export %v", c.name, c.unit, w)
+		}
 	}
 	for name, w := range want {
 		ps := got[name]

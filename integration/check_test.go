@@ -155,3 +155,28 @@ func TestProbesCheckNative(t *testing.T) {
 	}
 	assertNoProbesLeft(t)
 }
+
+// TestProbesCheckServer: `probes check --pid` of EngineCore or of the
+// rank-1 worker of a vLLM server with TP = 2 checks each stage where it
+// runs: draft and verify in the rank-0 worker, accept in EngineCore.
+func TestProbesCheckServer(t *testing.T) {
+	needRoot(t)
+	s := startTPServer(t, interpreters[2], 2)
+	for _, pid := range []int{s.core.Process.Pid, s.workers[1]} {
+		code, out := cli(t, nil, "probes", "check", "--pid", itoa(pid))
+		t.Logf("probes check --pid %d (exit %d):\n%s", pid, code, out)
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("PID %d (VLLM::Worker_TP0) runs draft, verify", s.workers[0]),
+			fmt.Sprintf("PID %d (VLLM::EngineCore) runs accept", s.core.Process.Pid),
+			"ok    verify       vllm.v1.worker.gpu.model_runner.GPUModelRunner.execute_model",
+			"ok    accept       vllm.v1.core.sched.scheduler.Scheduler.update_from_output",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("probes check --pid %d says nothing of %q", pid, want)
+			}
+		}
+	}
+}

@@ -29,12 +29,22 @@ func llamaServers() []string {
 		return []string{p}
 	}
 	var out []string
-	for _, p := range []string{"/work/llama/build/bin/llama-server", "/work/llama/build-static/bin/llama-server"} {
+	for _, p := range []string{"/work/llama/build/bin/llama-server", "/work/llama/build-static/bin/llama-server", "/work/llama/src/build/bin/llama-server"} {
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// needLlama skips a test without root, a llama-server build or the models.
+func needLlama(t *testing.T) (servers []string, models string) {
+	needRoot(t)
+	servers = llamaServers()
+	if len(servers) == 0 {
+		t.Skip("no llama-server build found: set SPECPROBE_LLAMA_SERVER to one (docs/llamacpp-notes.md says how to build it)")
+	}
+	return servers, llamaModels(t)
 }
 
 // llamaModels is the directory of the tiny model pair: SPECPROBE_LLAMA_MODELS,
@@ -68,27 +78,30 @@ type llamaStep struct{ slot, accepted, drafted int64 }
 // the catalog spec and compares, per task, every verify with the server's own
 // `accepted N/M draft tokens` lines and the response's timings.
 func TestLlamaServer(t *testing.T) {
-	needRoot(t)
-	servers := llamaServers()
-	if len(servers) == 0 {
-		t.Skip("no llama-server build found: set SPECPROBE_LLAMA_SERVER to one (docs/llamacpp-notes.md says how to build it)")
-	}
-	models := llamaModels(t)
+	servers, models := needLlama(t)
 	for _, server := range servers {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(server))), func(t *testing.T) {
-			testLlamaServer(t, server, models)
+			testLlamaServer(t, server, models, catalogSpec(t, "llamacpp"))
 		})
 	}
 }
 
-func testLlamaServer(t *testing.T, server, models string) {
+// llamaServerProc is a llama-server started for a test, with speculative
+// decoding on two slots; it is killed when the test ends.
+type llamaServerProc struct {
+	cmd           *exec.Cmd
+	base, logPath string
+}
+
+func startLlama(t *testing.T, server, models string) *llamaServerProc {
+	t.Helper()
 	port := freePort(t)
 	logPath := filepath.Join(t.TempDir(), "server.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
+	t.Cleanup(func() { logFile.Close() })
 	cmd := exec.Command(server, "-m", filepath.Join(models, "tiny-target.gguf"), "-md", filepath.Join(models, "tiny-draft.gguf"),
 		"--spec-type", "draft-simple", "--spec-draft-n-max", "4", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"-np", "2", "-c", "4096", "-t", "1", "--no-webui")
@@ -97,51 +110,60 @@ func testLlamaServer(t *testing.T, server, models string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitHealthy(t, base, cmd)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p := &llamaServerProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: logPath}
+	waitHealthy(t, p.base, cmd)
+	return p
+}
 
-	spec, err := probes.Lookup("llamacpp")
-	if err != nil {
-		t.Fatal(err)
+type llamaResponse struct {
+	Slot    int64 `json:"id_slot"`
+	Timings struct {
+		DraftN         int64 `json:"draft_n"`
+		DraftNAccepted int64 `json:"draft_n_accepted"`
+	} `json:"timings"`
+}
+
+// complete sends two requests at once (both slots share each draft and
+// verify call) and returns their responses.
+func (p *llamaServerProc) complete(t *testing.T) []llamaResponse {
+	var responses []llamaResponse
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, prompt := range []string{"The quick brown fox", "Once upon a time"} {
+		wg.Add(1)
+		go func(prompt string) {
+			defer wg.Done()
+			body, _ := json.Marshal(map[string]any{"prompt": prompt, "n_predict": 32, "temperature": 0, "cache_prompt": false})
+			resp, err := http.Post(p.base+"/completion", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Errorf("completion: %v", err)
+				return
+			}
+			defer resp.Body.Close()
+			var r llamaResponse
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+				t.Errorf("completion response: %v", err)
+				return
+			}
+			mu.Lock()
+			responses = append(responses, r)
+			mu.Unlock()
+		}(prompt)
 	}
+	wg.Wait()
+	return responses
+}
+
+func testLlamaServer(t *testing.T, server, models string, spec *probes.Spec) {
+	p := startLlama(t, server, models)
+	cmd, logPath := p.cmd, p.logPath
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	type response struct {
-		Slot    int64 `json:"id_slot"`
-		Timings struct {
-			DraftN         int64 `json:"draft_n"`
-			DraftNAccepted int64 `json:"draft_n_accepted"`
-		} `json:"timings"`
-	}
-	var responses []response
-	var mu sync.Mutex
+	var responses []llamaResponse
 	runCtx, stopTracing := context.WithCancel(ctx)
 	release := func() {
-		// Two requests at once: both slots share each draft and verify call.
-		var wg sync.WaitGroup
-		for _, prompt := range []string{"The quick brown fox", "Once upon a time"} {
-			wg.Add(1)
-			go func(prompt string) {
-				defer wg.Done()
-				body, _ := json.Marshal(map[string]any{"prompt": prompt, "n_predict": 32, "temperature": 0, "cache_prompt": false})
-				resp, err := http.Post(base+"/completion", "application/json", bytes.NewReader(body))
-				if err != nil {
-					t.Errorf("completion: %v", err)
-					return
-				}
-				defer resp.Body.Close()
-				var r response
-				if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-					t.Errorf("completion response: %v", err)
-					return
-				}
-				mu.Lock()
-				responses = append(responses, r)
-				mu.Unlock()
-			}(prompt)
-		}
-		wg.Wait()
+		responses = p.complete(t)
 		stopTracing()
 	}
 	_, spans := traceRun(t, runCtx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, SkipEndbr: true}, release)

@@ -213,7 +213,9 @@ func TestDetectVariants(t *testing.T) {
 		{"vllm both runners", "VLLM::EngineCore", []string{"vllm.v1.worker.gpu_model_runner", mrv2 + "eagle.speculator"}, "vllm"},
 		{"vllm api server", "VLLM::APIServer_0", []string{"vllm.entrypoints.openai.api_server"}, ""},
 		{"vllm worker TP0", "VLLM::Worker_TP0", []string{mrv2 + "eagle.speculator"}, "vllm"},
-		{"vllm worker TP1: another rank", "VLLM::Worker_TP1", []string{mrv2 + "eagle.speculator"}, ""},
+		// vLLM's stages are placed (process:): a session from rank 1 traces rank 0; the
+		// daemon starts none from it (tracer.CheckLead, TestDaemonVLLMTensorParallel).
+		{"vllm worker TP1", "VLLM::Worker_TP1", []string{mrv2 + "eagle.speculator"}, "vllm"},
 		{"vllm worker DP1 TP0", "VLLM::Worker_DP1_TP0", []string{mrv2 + "mtp.speculator"}, "vllm-mtp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -22,6 +23,9 @@ type Options struct {
 	RingBytes   uint32
 	WakeupBytes uint64
 	NoMulti     bool // one perf-event link per site even where uprobe_multi exists
+	// BenchOmit leaves parts of the stage programs out (bpf/stage.c's
+	// OMIT_*), for bench/probecost's part-by-part costs only.
+	BenchOmit uint32
 }
 
 // Session is a set of armed probes on one process.
@@ -67,7 +71,15 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 		spec.Maps["events"].MaxEntries = opts.RingBytes
 	}
 	if opts.WakeupBytes > 0 {
+		if opts.WakeupBytes&(opts.WakeupBytes-1) != 0 {
+			return nil, fmt.Errorf("wakeup bytes %d: want a power of 2", opts.WakeupBytes)
+		}
 		if err := spec.Variables["wakeup_bytes"].Set(opts.WakeupBytes); err != nil {
+			return nil, err
+		}
+	}
+	if opts.BenchOmit != 0 {
+		if err := spec.Variables["bench_omit"].Set(opts.BenchOmit); err != nil {
 			return nil, err
 		}
 	}
@@ -126,6 +138,9 @@ func (s *Session) configure() error {
 				spec.ElemSize = uint32(v.ElemSize)
 				spec.Nderef = uint8(len(v.Deref))
 				copy(spec.Deref[:], v.Deref)
+				if v.Type == probes.TypeString {
+					cfg.Str = 1
+				}
 			}
 			if err := s.objs.Sites.Put(uint32(i*2+b), &cfg); err != nil {
 				return fmt.Errorf("configuring site %d: %w", i, err)
@@ -235,4 +250,17 @@ func (s *Session) Close() error {
 	}
 	errs = append(errs, s.objs.Close())
 	return errors.Join(errs...)
+}
+
+// ProgramRuntime is the time the native stage programs ran and how often,
+// from the kernel's BPF statistics (zero unless they are enabled:
+// kernel.bpf_stats_enabled, or ebpf.EnableStats). bench/probecost reads it.
+func (s *Session) ProgramRuntime() (runs uint64, total time.Duration) {
+	for _, p := range []*ebpf.Program{s.objs.StageEntryMulti, s.objs.StageExitMulti, s.objs.StageEntry, s.objs.StageExit} {
+		if st, err := p.Stats(); err == nil {
+			runs += st.RunCount
+			total += st.Runtime
+		}
+	}
+	return runs, total
 }

@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -24,6 +25,10 @@ const (
 	maxScopeDepth  = 256       // namespaces and types nested in each other
 	maxMemberNames = 40        // listed in a missing member's error
 )
+
+// ErrDWARFTooLarge: a file's DWARF is past MaxDWARFBytes. Its offsets are
+// then taken from the spec, as for a file without DWARF.
+var ErrDWARFTooLarge = errors.New("DWARF too large")
 
 // dwarfData is the file's DWARF, or nil when it has none; sizes are checked
 // before debug/elf reads a byte of it.
@@ -49,7 +54,7 @@ func dwarfData(f *elfsym.File) (*dwarf.Data, error) {
 			size = binary.BigEndian.Uint64(hdr[4:])
 		}
 		if size > MaxDWARFBytes || total+size > MaxDWARFBytes {
-			return nil, fmt.Errorf("%s: its DWARF sections hold more than %d MiB (%s claims %d bytes): not read", f.Name, MaxDWARFBytes>>20, name, size)
+			return nil, fmt.Errorf("%s: %w: its DWARF sections hold more than %d MiB (%s claims %d bytes): not read", f.Name, ErrDWARFTooLarge, MaxDWARFBytes>>20, name, size)
 		}
 		total += size
 		has = has || name == ".debug_info" || name == ".zdebug_info"

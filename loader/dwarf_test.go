@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -112,9 +113,11 @@ func TestStructOffsetsRefusals(t *testing.T) {
 	}
 }
 
-// A forged file cannot make dwarfData allocate what its headers claim.
-func TestDWARFForgedSizes(t *testing.T) {
-	data, err := os.ReadFile("testdata/structs.o")
+// readObject is a test object's bytes, and debug/elf's view of them (to
+// find what to forge).
+func readObject(t *testing.T, path string) ([]byte, *elf.File) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +125,12 @@ func TestDWARFForgedSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data, ef
+}
+
+// A forged file cannot make dwarfData allocate what its headers claim.
+func TestDWARFForgedSizes(t *testing.T) {
+	data, ef := readObject(t, "testdata/structs.o")
 	var h elf.Header64
 	binary.Read(bytes.NewReader(data), binary.LittleEndian, &h)
 	shdr := func(name string) int {
@@ -151,7 +160,7 @@ func TestDWARFForgedSizes(t *testing.T) {
 		if err != nil {
 			t.Skipf("refused before DWARF: %v", err)
 		}
-		if _, err := dwarfData(f); err == nil || !strings.Contains(err.Error(), "its DWARF sections hold more than 512 MiB (.debug_info claims 4294967296 bytes): not read") {
+		if _, err := dwarfData(f); !errors.Is(err, ErrDWARFTooLarge) || !strings.Contains(err.Error(), "its DWARF sections hold more than 512 MiB (.debug_info claims 4294967296 bytes): not read") {
 			t.Errorf("dwarfData: %v", err)
 		}
 	})

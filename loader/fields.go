@@ -3,7 +3,9 @@ package loader
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/specprobe/specprobe/internal/elfsym"
@@ -21,6 +23,7 @@ type Layout struct {
 	Build     int64
 	BuildFrom string
 	Note      string
+	Skipped   []string // DWARF not read, and why
 }
 
 // FieldSource is one field's offset and its origin.
@@ -84,6 +87,11 @@ func ResolveFields(maps []Mapping, spec *probes.Spec) (*Layout, error) {
 				break
 			}
 			got, err := fileFields(m, missing)
+			if errors.Is(err, ErrDWARFTooLarge) || errors.Is(err, elfsym.ErrBudget) {
+				// Too much to read: as if stripped (the checks guard the table).
+				l.Skipped = append(l.Skipped, err.Error())
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: fields: %w", spec.File, err)
 			}
@@ -107,8 +115,9 @@ func ResolveFields(maps []Mapping, spec *probes.Spec) (*Layout, error) {
 	return l, nil
 }
 
-// Describe is the layout in one line per field, for attach and check.
-func (l *Layout) Describe() []string {
+// Describe is the layout in one line per field, for attach and check; only
+// of the fields named, when some are.
+func (l *Layout) Describe(only ...string) []string {
 	var out []string
 	if l.BuildFrom != "" {
 		out = append(out, fmt.Sprintf("build %d (%s): release %s", l.Build, l.BuildFrom, l.Release.Name))
@@ -120,8 +129,11 @@ func (l *Layout) Describe() []string {
 	if l.Note != "" && release {
 		out = append(out, l.Note)
 	}
+	out = append(out, l.Skipped...)
 	for _, s := range l.Sources {
-		out = append(out, s.String())
+		if len(only) == 0 || slices.Contains(only, s.Field) {
+			out = append(out, s.String())
+		}
 	}
 	return out
 }
@@ -183,20 +195,26 @@ func intVariable(f *elfsym.File, name string) (int64, bool, error) {
 	if err != nil || sym == nil {
 		return 0, false, err
 	}
-	for _, sec := range f.Sections {
-		if sec.Type == elf.SHT_NOBITS && sec.Flags&elf.SHF_ALLOC != 0 && sym.Value >= sec.Addr && sym.Value-sec.Addr < sec.Size {
-			return 0, true, nil // .bss: zero
-		}
-		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_ALLOC == 0 || sym.Value < sec.Addr || sym.Value-sec.Addr >= sec.Size || sec.Size-(sym.Value-sec.Addr) < 4 {
-			continue
-		}
+	// The symbol's own section: its value is an address in a linked file
+	// and an offset into the section in an object file (Addr 0 there).
+	if int(sym.Section) >= len(f.Sections) {
+		return 0, false, fmt.Errorf("%s: symbol %s is in section %d of %d", f.Name, name, sym.Section, len(f.Sections))
+	}
+	sec := f.Sections[sym.Section]
+	if sym.Value < sec.Addr || sym.Value-sec.Addr > sec.Size || sec.Size-(sym.Value-sec.Addr) < 4 {
+		return 0, false, fmt.Errorf("%s: symbol %s at %#x is not inside its section %s", f.Name, name, sym.Value, sec.Name)
+	}
+	switch sec.Type {
+	case elf.SHT_NOBITS:
+		return 0, true, nil // .bss: zero
+	case elf.SHT_PROGBITS:
 		var b [4]byte
 		if _, err := sec.ReadAt(b[:], int64(sym.Value-sec.Addr)); err != nil {
 			return 0, false, fmt.Errorf("%s: reading %s: %w", f.Name, name, err)
 		}
 		return int64(int32(binary.LittleEndian.Uint32(b[:]))), true, nil
 	}
-	return 0, false, fmt.Errorf("%s: symbol %s at %#x is in no data section", f.Name, name, sym.Value)
+	return 0, false, fmt.Errorf("%s: symbol %s is in section %s, which holds no data", f.Name, name, sec.Name)
 }
 
 // ResolvedStage is a copy of st whose derefs are the layout's offsets, each

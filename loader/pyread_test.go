@@ -23,7 +23,7 @@ func TestRecordLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, goType := range map[string]any{
-		"event": bpf.StageEvent{}, "watch_event": bpf.StageWatchEvent{}, "pyprog": bpf.StagePyprog{},
+		"event": bpf.StageEvent{}, "event_str": bpf.StageEventStr{}, "watch_event": bpf.StageWatchEvent{}, "pyprog": bpf.StagePyprog{},
 		"pylayout": bpf.StagePylayout{}, "pyfield": bpf.StagePyfield{}, "watch": bpf.StageWatch{},
 	} {
 		var st *btf.Struct

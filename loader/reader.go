@@ -120,8 +120,8 @@ func (s *Session) decode(raw []byte, ev *spanbuilder.Event) bool {
 	s.Stats.Events++
 	switch kind {
 	case kindEntry, kindExit:
-		r, ok := stageRecord(raw)
-		return ok && s.decodeStage(r, ev)
+		r, str, ok := stageRecord(raw)
+		return ok && s.decodeStage(r, str, ev)
 	case kindWatch, kindPyData:
 		w, payload, ok := watchRecord(raw)
 		return ok && s.decodeWatch(w, payload, ev)
@@ -130,7 +130,7 @@ func (s *Session) decode(raw []byte, ev *spanbuilder.Event) bool {
 	return false
 }
 
-func (s *Session) decodeStage(r *bpf.StageEvent, ev *spanbuilder.Event) bool {
+func (s *Session) decodeStage(r *bpf.StageEvent, str []int8, ev *spanbuilder.Event) bool {
 	site := r.Site
 	if int(site) >= len(s.Targets) {
 		s.Stats.UnknownSite++
@@ -148,7 +148,7 @@ func (s *Session) decodeStage(r *bpf.StageEvent, ev *spanbuilder.Event) bool {
 		}
 		raw64 := r.Values[i]
 		if nv.Name == "" {
-			ev.RequestID = requestID(nv.Value, raw64, cString(r.Str[:]))
+			ev.RequestID = requestID(nv.Value, raw64, str)
 			continue
 		}
 		ev.Values[ev.NValues] = spanbuilder.Value{Name: nv.Name, V: nv.Value.Convert(raw64)}
@@ -209,9 +209,9 @@ func (s *Session) watchEvent(w *bpf.StageWatchEvent, exit bool) spanbuilder.Even
 	return ev
 }
 
-func requestID(v *probes.Value, raw uint64, str string) string {
+func requestID(v *probes.Value, raw uint64, str []int8) string {
 	if v.Type == probes.TypeString {
-		return str
+		return cString(str)
 	}
 	return strconv.FormatInt(v.Convert(raw), 10)
 }

@@ -45,7 +45,16 @@ func view[T any](raw []byte) (*T, bool) {
 	return (*T)(unsafe.Pointer(&raw[0])), true
 }
 
-func stageRecord(raw []byte) (*bpf.StageEvent, bool) { return view[bpf.StageEvent](raw) }
+// stageRecord is a native stage's record and, for a site that reads a
+// string, the string's room after it (event_str), else nil.
+func stageRecord(raw []byte) (*bpf.StageEvent, []int8, bool) {
+	if len(raw) >= int(unsafe.Sizeof(bpf.StageEventStr{})) {
+		r, ok := view[bpf.StageEventStr](raw)
+		return &r.Ev, r.Str[:], ok
+	}
+	r, ok := view[bpf.StageEvent](raw)
+	return r, nil, ok
+}
 
 // watchRecord is a watchpoint hit and the payload after it.
 func watchRecord(raw []byte) (*bpf.StageWatchEvent, []byte, bool) {

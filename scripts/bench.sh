@@ -15,6 +15,9 @@ pinned() {
 		$sudo "$@"
 	fi
 }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+{
 echo "== probe cost per hit on bench/callloop (entry + exit probes, uprobe_multi)"
 go build -o bin/probecost ./bench/probecost
 pinned ./bin/probecost -target bench/callloop -calls 50000 -rounds 7
@@ -36,4 +39,18 @@ echo
 echo "== the daemon's own CPU and memory while it traces several targets at once (bench/daemonload)"
 go build -o bin/specprobe ./cmd/specprobe
 go build -o bin/daemonload ./bench/daemonload
+echo "-- 5 targets (3 native, 2 Python)"
 $sudo ./bin/daemonload
+echo "-- 16 native targets (the DaemonSet's max_processes)"
+$sudo ./bin/daemonload -native 16 -py 0
+} | tee "$log"
+echo
+echo "== summary: the measures of issue 14, from this run"
+awk '
+/^specprobe \/ empty program, after endbr64:/ { print "native probe cost per hit / empty BPF program:", $NF }
+/^BenchmarkBuilder(OTel|OTLP)?[ \t-]/ { for (i = 1; i < NF; i++) if ($(i+1) == "events/s") printf "%s: %.2f M events/s\n", $1, $i / 1e6 }
+/^-- [0-9]+ / { targets = $2 " targets" }
+/^-- spans to / { sink = $4; sub(/,$/, "", sink) }
+/^daemon CPU:/ { for (i = 1; i < NF; i++) if ($(i+1) == "us") print "daemon CPU per event, " targets ", " sink ":", $i, "us" }
+/^daemon memory:/ { print "daemon peak RSS, " targets ", " sink ":", $5, "MiB" }
+' "$log"

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanrec"
 )
 
 // benchStream is a realistic event stream: two worker threads, each serving a
@@ -81,11 +83,30 @@ func BenchmarkBuilder(b *testing.B) {
 	}
 }
 
-func BenchmarkBuilderOTel(b *testing.B) {
+// BenchmarkBuilderOTel: the builder and the span sink making every
+// span's record (what the SDK's spans were before: made, not exported).
+func BenchmarkBuilderOTel(b *testing.B) { benchSink(b, false) }
+
+// BenchmarkBuilderOTLP: the same, the spans then encoded as OTLP protobuf
+// in batches of 512 into one reused buffer, as the OTLP exporters do.
+func BenchmarkBuilderOTLP(b *testing.B) { benchSink(b, true) }
+
+func benchSink(b *testing.B, encode bool) {
 	evs, span := benchStream()
-	tp := sdktrace.NewTracerProvider() // no exporter: spans are still built and ended
-	defer func() { _ = tp.Shutdown(b.Context()) }()
-	sink := spanbuilder.NewOTelSink(tp.Tracer("bench"))
+	var buf []byte
+	var batch []*spanrec.Span
+	spans := 0
+	sink := spanbuilder.NewOTelSink(func(s []*spanrec.Span) {
+		spans += len(s)
+		if !encode {
+			return
+		}
+		if batch = append(batch, s...); len(batch) >= 512 {
+			buf = spanrec.AppendRequest(buf[:0], batch)
+			clear(batch)
+			batch = batch[:0]
+		}
+	}, spanrec.NewResource(resource.NewSchemaless(attribute.String("service.name", "bench"), attribute.Int("process.pid", 4242))), "bench")
 	clock := spanbuilder.Clock{OffsetNs: offset}
 	bld := spanbuilder.New(testSites, clock, sink)
 	// Each pass serves its requests to the end; expire their roots as the
@@ -93,4 +114,5 @@ func BenchmarkBuilderOTel(b *testing.B) {
 	feed(b, bld, evs, span, func(passEnd uint64) {
 		sink.Expire(clock.Wall(passEnd).Add(sink.IdleAfter + time.Nanosecond))
 	})
+	b.ReportMetric(float64(spans)/float64(b.N), "spans/event")
 }

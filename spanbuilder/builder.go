@@ -78,6 +78,38 @@ type Builder struct {
 	sink    Sink
 	threads map[uint32]*thread
 	Stats   Stats
+	rids    []string // flushStep's, reused
+	// Values and calls are carved out of chunks: one allocation for many.
+	// A chunk is never written twice (what a sink keeps stays as it was);
+	// the collector frees it once no step holds a part of it.
+	values []Value
+	calls  []Call
+}
+
+const chunk = 256
+
+// keepValues copies vs and then more into the current chunk.
+func (b *Builder) keepValues(vs, more []Value) []Value {
+	n := len(vs) + len(more)
+	if n == 0 {
+		return nil
+	}
+	if cap(b.values)-len(b.values) < n {
+		b.values = make([]Value, 0, max(chunk, n))
+	}
+	at := len(b.values)
+	b.values = append(append(b.values, vs...), more...)
+	return b.values[at:len(b.values):len(b.values)]
+}
+
+// newCalls is an empty slice with room for n calls.
+func (b *Builder) newCalls(n int) []Call {
+	if cap(b.calls)-len(b.calls) < n {
+		b.calls = make([]Call, 0, max(chunk, n))
+	}
+	at := len(b.calls)
+	b.calls = b.calls[:at+n]
+	return b.calls[at : at : at+n]
 }
 
 type openCall struct {
@@ -138,7 +170,7 @@ func (b *Builder) Add(e *Event) {
 			// next step.
 			b.splitStep(e.TID, t)
 		}
-		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: copyValues(e), requests: e.Requests})
+		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests})
 		return
 	}
 	// Find the matching entry; calls above it lost their exit (a dropped event
@@ -159,18 +191,13 @@ func (b *Builder) Add(e *Event) {
 	if e.RequestID != "" {
 		oc.requestID = e.RequestID
 	}
-	oc.values = append(oc.values, copyValues(e)...)
+	if e.NValues > 0 {
+		oc.values = b.keepValues(oc.values, e.Values[:e.NValues])
+	}
 	if e.Requests != nil {
 		oc.requests = e.Requests
 	}
 	b.finish(e.TID, t, oc, e.BootNs, e.Err)
-}
-
-func copyValues(e *Event) []Value {
-	if e.NValues == 0 {
-		return nil
-	}
-	return slices.Clone(e.Values[:e.NValues])
 }
 
 func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
@@ -203,7 +230,8 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 	if len(calls) == 0 {
 		return
 	}
-	var rids []string
+	rids := b.rids[:0]
+	defer func() { clear(rids); b.rids = rids[:0] }()
 	for _, c := range calls {
 		if !c.batch && c.RequestID != "" && !slices.Contains(rids, c.RequestID) {
 			rids = append(rids, c.RequestID)
@@ -217,7 +245,7 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 	b.Stats.Steps++
 	sent := false
 	for _, rid := range rids {
-		if st := stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
+		if st := b.stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
 			b.sink.Step(st)
 			sent = true
 		}
@@ -230,29 +258,26 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 
 // stepFor selects the calls that served rid, and moves each accept's values
 // onto the verify that began last before it (the verify may contain it).
-func stepFor(rid string, pid, tid uint32, calls []Call) Step {
-	s := Step{RequestID: rid, PID: pid, TID: tid, Calls: make([]Call, 0, len(calls))}
-	var accepts []Call
-	for _, c := range calls {
-		if !c.batch && c.RequestID != rid {
-			continue
+func (b *Builder) stepFor(rid string, pid, tid uint32, calls []Call) Step {
+	n := 0
+	for i := range calls {
+		if serves(&calls[i], rid) && calls[i].Stage != spanschema.Accept {
+			n++
 		}
-		// A batch call that named its own requests serves those only (a vLLM
-		// step's draft is for the next batch, which requests join and leave),
-		// one whose requests could not be read (empty) serves none, and one
-		// of a stage that names none (nil) serves the step's.
-		if c.batch && c.requests != nil && !slices.Contains(c.requests, rid) {
-			continue
+	}
+	s := Step{RequestID: rid, PID: pid, TID: tid, Calls: b.newCalls(n)}
+	for i := range calls {
+		if c := &calls[i]; serves(c, rid) && c.Stage != spanschema.Accept {
+			s.Calls = append(s.Calls, *c)
+			s.Calls[len(s.Calls)-1].RequestID = rid
 		}
-		if c.Stage == spanschema.Accept {
-			accepts = append(accepts, c)
-			continue
-		}
-		c.RequestID = rid
-		s.Calls = append(s.Calls, c)
 	}
 	slices.SortStableFunc(s.Calls, func(a, b Call) int { return a.Start.Compare(b.Start) })
-	for _, a := range accepts {
+	for i := range calls {
+		a := &calls[i]
+		if a.Stage != spanschema.Accept || !serves(a, rid) {
+			continue
+		}
 		v := -1
 		for i, c := range s.Calls {
 			if c.Stage == spanschema.Verify && !c.Start.After(a.Start) {
@@ -263,7 +288,7 @@ func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 			continue
 		}
 		c := &s.Calls[v]
-		c.Values = append(slices.Clone(c.Values), a.Values...)
+		c.Values = b.keepValues(c.Values, a.Values)
 		if c.Err == "" {
 			c.Err = a.Err
 		}
@@ -276,6 +301,18 @@ func stepFor(rid string, pid, tid uint32, calls []Call) Step {
 		}
 	}
 	return s
+}
+
+// serves tells whether call c served request rid. A batch call that named
+// its own requests serves those only (a vLLM step's draft is for the next
+// batch, which requests join and leave), one whose requests could not be
+// read (empty) serves none, and one of a stage that names none (nil) serves
+// the step's.
+func serves(c *Call, rid string) bool {
+	if !c.batch {
+		return c.RequestID == rid
+	}
+	return c.requests == nil || slices.Contains(c.requests, rid)
 }
 
 // ThreadGone closes what a thread left open (it died mid-stage) and flushes its step.

@@ -1,13 +1,12 @@
 package spanbuilder
 
 import (
-	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
@@ -21,10 +20,23 @@ import (
 //	      spec_draft, spec_verify, spec_draft_extend
 //
 // The root, thread and decode_forward spans stay open while the request
-// takes part in steps and end with its last step.
+// takes part in steps and end with its last step. Spans are records
+// (spanrec), handed to out a step at a time; a request's rid and thread
+// attributes are one shared group its spans point to, and its resource is
+// the session's.
 type OTelSink struct {
-	tracer trace.Tracer
-	reqs   map[string]*request
+	out      func([]*spanrec.Span)
+	resource *spanrec.Resource
+	scope    *spanrec.Scope
+	ids      *spanrec.IDs
+	reqs     map[string]*request
+	batch    []*spanrec.Span // out's argument, reused
+	stages   map[string]stageSpan
+	// Chunks spans and attributes are carved from: one allocation for many
+	// steps. Nothing carved is written again once handed on; a chunk is
+	// freed when no queue holds a span of it.
+	spanChunk []spanrec.Span
+	kvChunk   []attribute.KeyValue
 	// A request seen in no step for this long is finished: its root span ends
 	// at the end of its last step.
 	IdleAfter time.Duration
@@ -34,70 +46,202 @@ type OTelSink struct {
 	// Thread, when set, describes a thread for its span (label, ranks, host);
 	// called once per request and thread.
 	Thread func(pid, tid uint32) spanschema.Thread
+	// Sampler, when set, decides which requests' spans are made.
+	Sampler Sampler
+	// SampledOut counts the requests the sampler left out.
+	SampledOut uint64
+	// OnStep, when set, sees every step, with the trace and decode_loop
+	// span it made (none, kept false, for a request sampled out): the
+	// metrics, whose exemplars name the trace.
+	OnStep func(s *Step, trace spanrec.TraceID, loop spanrec.SpanID, kept bool)
+}
+
+// Sampler decides, once per request from its trace id, whether its spans
+// are kept; each span kept then carries the rate (specprobe.sampling.rate).
+type Sampler interface {
+	Sample(trace spanrec.TraceID) (keep bool, rate float64)
 }
 
 type request struct {
-	ctx     context.Context
-	root    trace.Span
+	root    spanrec.Span // ended with the request
 	last    time.Time
 	threads map[uint32]*threadSpans
-	loops   int64 // decode_ct of the request's next step
+	order   []uint32 // threads in the order seen, for a stable output
+	loops   int64    // decode_ct of the request's next step
+	keep    bool
+	rate    []attribute.KeyValue // the sampling rate, when sampled
 }
 
 type threadSpans struct {
-	span, forward trace.Span
-	forwardCtx    context.Context
+	span, forward spanrec.Span
+	shared        *spanrec.Attrs // rid, thread.id (and the rate) of its other spans
 	last          time.Time
 }
 
-// NewOTelSink returns a sink that creates spans with tracer.
-func NewOTelSink(tracer trace.Tracer) *OTelSink {
-	return &OTelSink{tracer: tracer, reqs: map[string]*request{}, IdleAfter: 2 * time.Second}
+// NewOTelSink returns a sink handing the spans it makes to out (which must
+// not keep the slice), under resource and the instrumentation scope named
+// scope.
+func NewOTelSink(out func([]*spanrec.Span), resource *spanrec.Resource, scope string) *OTelSink {
+	if resource == nil {
+		resource = spanrec.NewResource(nil)
+	}
+	return &OTelSink{out: out, resource: resource, scope: &spanrec.Scope{Name: scope}, ids: spanrec.NewIDs(),
+		reqs: map[string]*request{}, stages: map[string]stageSpan{}, IdleAfter: 2 * time.Second}
+}
+
+func (o *OTelSink) span(trace spanrec.TraceID, parent spanrec.SpanID, name string, start time.Time) spanrec.Span {
+	return spanrec.Span{Name: name, Trace: trace, ID: o.ids.Span(), Parent: parent, Start: start.UnixNano(),
+		Resource: o.resource, Scope: o.scope}
 }
 
 // Step implements Sink.
 func (o *OTelSink) Step(s Step) {
 	r := o.reqs[s.RequestID]
 	if r == nil {
-		ctx, root := o.tracer.Start(context.Background(), spanschema.RootSpan("", s.RequestID),
-			trace.WithNewRoot(), trace.WithTimestamp(s.Start),
-			trace.WithAttributes(spanschema.KeyRID.String(s.RequestID), spanschema.KeyModule.String(spanschema.ModuleRequest)))
-		r = &request{ctx: ctx, root: root, threads: map[uint32]*threadSpans{}}
-		o.reqs[s.RequestID] = r
+		r = o.newRequest(s)
 	}
-	rid := spanschema.KeyRID.String(s.RequestID)
-	thread := spanschema.KeyThreadID.Int(int(s.TID))
+	r.last = maxTime(r.last, s.End)
+	if !r.keep {
+		if o.OnStep != nil {
+			o.OnStep(&s, r.root.Trace, spanrec.SpanID{}, false)
+		}
+		return
+	}
 	th := r.threads[s.TID]
 	if th == nil {
-		info := o.threadInfo(s.PID, s.TID)
-		tctx, span := o.tracer.Start(r.ctx, info.SpanName(), trace.WithTimestamp(s.Start),
-			trace.WithAttributes(append(info.Attributes(), rid)...))
-		fctx, fwd := o.tracer.Start(tctx, spanschema.DecodeForward, trace.WithTimestamp(s.Start), trace.WithAttributes(rid, thread))
-		th = &threadSpans{span: span, forward: fwd, forwardCtx: fctx}
-		r.threads[s.TID] = th
+		th = o.newThread(r, s)
 	}
+	th.last = maxTime(th.last, s.End)
 	ct := spanschema.KeyDecodeCt.Int64(r.loops)
 	r.loops++
-	_, loop := o.tracer.Start(th.forwardCtx, spanschema.DecodeLoop, trace.WithTimestamp(s.Start), trace.WithAttributes(rid, thread, ct))
-	for _, c := range s.Calls {
-		attrs := []attribute.KeyValue{rid, thread, spanschema.KeyStage.String(c.Stage), ct}
-		for _, v := range c.Values {
-			attrs = append(attrs, spanschema.ValueAttrs(v.Name, v.V)...)
-		}
+
+	// The step's spans and their own attributes, carved out of chunks.
+	spans := o.newSpans(1 + len(s.Calls))
+	var gpu [][]attribute.KeyValue
+	n := 1
+	for i, c := range s.Calls {
+		n += 1 + 2*len(c.Values)
 		if o.StageAttrs != nil {
-			attrs = append(attrs, o.StageAttrs(c.PID, c.Start, c.End)...)
+			if gpu == nil {
+				gpu = make([][]attribute.KeyValue, len(s.Calls))
+			}
+			gpu[i] = o.StageAttrs(c.PID, c.Start, c.End)
+			n += len(gpu[i])
+		}
+	}
+	kvs := o.newKVs(n)
+	loop := &spans[0]
+	*loop = o.span(r.root.Trace, th.forward.ID, spanschema.DecodeLoop, s.Start)
+	loop.End, loop.Shared[0] = s.End.UnixNano(), th.shared
+	kvs = append(kvs, ct)
+	loop.Own = kvs[0:1:1]
+	o.batch = append(o.batch[:0], loop)
+	for i, c := range s.Calls {
+		from := len(kvs)
+		st := o.stage(c.Stage)
+		kvs = append(kvs, ct)
+		for _, v := range c.Values {
+			kvs = spanschema.AppendValueAttrs(kvs, v.Name, v.V)
+		}
+		if gpu != nil {
+			kvs = append(kvs, gpu[i]...)
 		}
 		// Under decode_forward, beside the step's decode_loop, where SGLang puts them.
-		_, sp := o.tracer.Start(th.forwardCtx, spanschema.StageSpan(c.Stage), trace.WithTimestamp(c.Start), trace.WithAttributes(attrs...))
+		sp := &spans[1+i]
+		*sp = o.span(r.root.Trace, th.forward.ID, st.name, c.Start)
+		sp.End, sp.Shared, sp.Own = c.End.UnixNano(), [2]*spanrec.Attrs{th.shared, st.attrs}, dedup(kvs[from:len(kvs):len(kvs)])
 		if c.Err != "" {
-			sp.SetStatus(codes.Error, c.Err)
-			loop.SetStatus(codes.Error, c.Err)
+			sp.Failed, sp.Err = true, c.Err
+			loop.Failed, loop.Err = true, c.Err
 		}
-		sp.End(trace.WithTimestamp(c.End))
+		o.batch = append(o.batch, sp)
 	}
-	loop.End(trace.WithTimestamp(s.End))
-	th.last = maxTime(th.last, s.End)
-	r.last = maxTime(r.last, s.End)
+	if o.OnStep != nil {
+		o.OnStep(&s, r.root.Trace, loop.ID, true)
+	}
+	o.out(o.batch)
+	clear(o.batch)
+}
+
+func (o *OTelSink) newRequest(s Step) *request {
+	trace := o.ids.Trace()
+	r := &request{keep: true, threads: map[uint32]*threadSpans{}}
+	if o.Sampler != nil {
+		keep, rate := o.Sampler.Sample(trace)
+		r.keep, r.rate = keep, []attribute.KeyValue{spanschema.KeySamplingRate.Float64(rate)}
+		if !keep {
+			o.SampledOut++
+		}
+	}
+	r.root = o.span(trace, spanrec.SpanID{}, spanschema.RootSpan("", s.RequestID), s.Start)
+	r.root.Own = append([]attribute.KeyValue{spanschema.KeyRID.String(s.RequestID), spanschema.KeyModule.String(spanschema.ModuleRequest)}, r.rate...)
+	o.reqs[s.RequestID] = r
+	return r
+}
+
+func (o *OTelSink) newThread(r *request, s Step) *threadSpans {
+	info := o.threadInfo(s.PID, s.TID)
+	rid := spanschema.KeyRID.String(s.RequestID)
+	th := &threadSpans{shared: spanrec.NewAttrs(append([]attribute.KeyValue{rid, spanschema.KeyThreadID.Int(int(s.TID))}, r.rate...)...)}
+	th.span = o.span(r.root.Trace, r.root.ID, info.SpanName(), s.Start)
+	th.span.Own = append(append(info.Attributes(), rid), r.rate...)
+	th.forward = o.span(r.root.Trace, th.span.ID, spanschema.DecodeForward, s.Start)
+	th.forward.Shared[0] = th.shared
+	r.threads[s.TID] = th
+	r.order = append(r.order, s.TID)
+	return th
+}
+
+const sinkChunk = 256
+
+func (o *OTelSink) newSpans(n int) []spanrec.Span {
+	if cap(o.spanChunk)-len(o.spanChunk) < n {
+		o.spanChunk = make([]spanrec.Span, 0, max(sinkChunk, n))
+	}
+	at := len(o.spanChunk)
+	o.spanChunk = o.spanChunk[:at+n]
+	return o.spanChunk[at : at+n : at+n]
+}
+
+func (o *OTelSink) newKVs(n int) []attribute.KeyValue {
+	if cap(o.kvChunk)-len(o.kvChunk) < n {
+		o.kvChunk = make([]attribute.KeyValue, 0, max(2*sinkChunk, n))
+	}
+	at := len(o.kvChunk)
+	o.kvChunk = o.kvChunk[:at+n]
+	return o.kvChunk[at : at : at+n]
+}
+
+// stageSpan is what every span of a stage has: its name, and its
+// specprobe.stage attribute as a group of its own, made once.
+type stageSpan struct {
+	name  string
+	attrs *spanrec.Attrs
+}
+
+func (o *OTelSink) stage(name string) stageSpan {
+	st, ok := o.stages[name]
+	if !ok {
+		st = stageSpan{spanschema.StageSpan(name), spanrec.NewAttrs(spanschema.KeyStage.String(name))}
+		o.stages[name] = st
+	}
+	return st
+}
+
+// dedup keeps one attribute per key, as the SDK does: the first one's
+// place, the last one's value (a spec may read a value twice).
+func dedup(kvs []attribute.KeyValue) []attribute.KeyValue {
+	for i := 1; i < len(kvs); i++ {
+		for j := 0; j < i; j++ {
+			if kvs[j].Key == kvs[i].Key {
+				kvs[j].Value = kvs[i].Value
+				kvs = slices.Delete(kvs, i, i+1)
+				i--
+				break
+			}
+		}
+	}
+	return kvs
 }
 
 func (o *OTelSink) threadInfo(pid, tid uint32) spanschema.Thread {
@@ -112,7 +256,7 @@ func (o *OTelSink) threadInfo(pid, tid uint32) spanschema.Thread {
 func (o *OTelSink) Expire(now time.Time) {
 	for rid, r := range o.reqs {
 		if now.Sub(r.last) >= o.IdleAfter {
-			r.end()
+			o.end(r)
 			delete(o.reqs, rid)
 		}
 	}
@@ -121,15 +265,42 @@ func (o *OTelSink) Expire(now time.Time) {
 // Close ends every span still open.
 func (o *OTelSink) Close() {
 	for rid, r := range o.reqs {
-		r.end()
+		o.end(r)
 		delete(o.reqs, rid)
 	}
 }
 
-func (r *request) end() {
-	for _, th := range r.threads {
-		th.forward.End(trace.WithTimestamp(th.last))
-		th.span.End(trace.WithTimestamp(th.last))
+// OpenSpans lists the spans begun and not ended yet (End zero): the roots,
+// thread and decode_forward spans of the requests still running.
+func (o *OTelSink) OpenSpans() []*spanrec.Span {
+	var out []*spanrec.Span
+	for _, r := range o.reqs {
+		if !r.keep {
+			continue
+		}
+		root := r.root
+		out = append(out, &root)
+		for _, tid := range r.order {
+			th := *r.threads[tid]
+			out = append(out, &th.span, &th.forward)
+		}
 	}
-	r.root.End(trace.WithTimestamp(r.last))
+	return out
+}
+
+func (o *OTelSink) end(r *request) {
+	if !r.keep {
+		return
+	}
+	out := o.batch[:0]
+	for _, tid := range r.order {
+		th := r.threads[tid]
+		th.forward.End = th.last.UnixNano()
+		th.span.End = th.last.UnixNano()
+		out = append(out, &th.forward, &th.span)
+	}
+	r.root.End = r.last.UnixNano()
+	o.out(append(out, &r.root))
+	clear(out)
+	o.batch = out[:0]
 }

@@ -7,18 +7,45 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
-func newOTel(t *testing.T) (*spanbuilder.OTelSink, *tracetest.SpanRecorder) {
+// spanRecorder keeps the spans a sink hands on, read back as SDK spans.
+type spanRecorder struct {
+	sink  *spanbuilder.OTelSink
+	ended []*spanrec.Span
+}
+
+func (r *spanRecorder) add(spans []*spanrec.Span) {
+	for _, s := range spans {
+		c := *s
+		r.ended = append(r.ended, &c)
+	}
+}
+
+func (r *spanRecorder) Ended() []sdktrace.ReadOnlySpan { return sdkSpans(r.ended) }
+
+// Started is every span begun: ended, or still open.
+func (r *spanRecorder) Started() []sdktrace.ReadOnlySpan {
+	return append(r.Ended(), sdkSpans(r.sink.OpenSpans())...)
+}
+
+func sdkSpans(spans []*spanrec.Span) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		out = append(out, spanrec.ToSDK(s))
+	}
+	return out
+}
+
+func newOTel(t *testing.T) (*spanbuilder.OTelSink, *spanRecorder) {
 	t.Helper()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
-	return spanbuilder.NewOTelSink(tp.Tracer("specprobe-test")), sr
+	r := &spanRecorder{}
+	r.sink = spanbuilder.NewOTelSink(r.add, nil, "specprobe-test")
+	return r.sink, r
 }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
@@ -34,13 +61,7 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 }
 
 // startedSpans reads the spans started so far, open ones included.
-func startedSpans(sr *tracetest.SpanRecorder) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range sr.Started() {
-		out = append(out, s)
-	}
-	return out
-}
+func startedSpans(sr *spanRecorder) []sdktrace.ReadOnlySpan { return sr.Started() }
 
 func byName(spans []sdktrace.ReadOnlySpan) map[string][]sdktrace.ReadOnlySpan {
 	out := map[string][]sdktrace.ReadOnlySpan{}
@@ -194,9 +215,10 @@ func TestOTelSinkStep(t *testing.T) {
 		}
 	}
 	sink.Close()
-	checkTimes(t, root, at(0), at(500))
-	checkTimes(t, thread, at(0), at(500))
-	checkTimes(t, fwd, at(0), at(500))
+	closed := byName(sr.Ended())
+	checkTimes(t, one(t, closed, root.Name()), at(0), at(500))
+	checkTimes(t, one(t, closed, thread.Name()), at(0), at(500))
+	checkTimes(t, one(t, closed, fwd.Name()), at(0), at(500))
 }
 
 // A request whose steps run on two threads gets a thread span and a

@@ -99,6 +99,9 @@ const (
 	// older releases used (kept by SGLang as a deprecated alias).
 	KeyAcceptedTokens = attribute.Key("accepted_tokens")
 	KeyDrafts         = attribute.Key("num_drafts") // drafts proposed or verified
+	// KeySamplingRate is on every span of a sampled request: the fraction
+	// of requests kept then (0.25: this request stands for four).
+	KeySamplingRate = attribute.Key("specprobe.sampling.rate")
 
 	// The thread span's attributes, SGLang's names.
 	KeyHostID      = attribute.Key("host_id")
@@ -134,16 +137,19 @@ var internalValues = []string{"ip", "exception"}
 // ValueAttrs is what a spec's named value becomes on its stage span:
 // num_correct_drafts (with its alias) and num_drafts under their own names,
 // any other name as specprobe.<name>.
-func ValueAttrs(name string, v int64) []attribute.KeyValue {
+func ValueAttrs(name string, v int64) []attribute.KeyValue { return AppendValueAttrs(nil, name, v) }
+
+// AppendValueAttrs appends ValueAttrs(name, v) to dst.
+func AppendValueAttrs(dst []attribute.KeyValue, name string, v int64) []attribute.KeyValue {
 	switch {
 	case name == ValueCorrect:
-		return []attribute.KeyValue{KeyCorrect.Int64(v), KeyAcceptedTokens.Int64(v)}
+		return append(dst, KeyCorrect.Int64(v), KeyAcceptedTokens.Int64(v))
 	case name == ValueDrafts:
-		return []attribute.KeyValue{KeyDrafts.Int64(v)}
+		return append(dst, KeyDrafts.Int64(v))
 	case slices.Contains(internalValues, name):
-		return nil
+		return dst
 	}
-	return []attribute.KeyValue{attribute.Int64("specprobe."+name, v)}
+	return append(dst, attribute.Int64("specprobe."+name, v))
 }
 
 // NoRank marks a parallelism rank the process does not have.

@@ -9,15 +9,17 @@ import (
 	"github.com/specprobe/specprobe/gpu"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/specmetrics"
 )
 
 // gpuSession is the GPU side of a session (gpu/): the sampler on its own
 // goroutine, its windows on the stage spans, and the metrics. Every method is
 // a no-op where GPU state or metrics are off.
 type gpuSession struct {
-	s  *gpu.Sampler // nil unless started
-	mp *sdkmetric.MeterProvider
-	m  *gpu.Metrics
+	s    *gpu.Sampler // nil unless started
+	mp   *sdkmetric.MeterProvider
+	m    *gpu.Metrics
+	spec *specmetrics.Target // the session's speculative-decoding metrics
 }
 
 func startGPU(cfg Config, ranks []probes.RankValue) *gpuSession {
@@ -33,7 +35,13 @@ func startGPU(cfg Config, ranks []probes.RankValue) *gpuSession {
 		opts = append(opts, sdkmetric.WithReader(r))
 	}
 	g.mp = sdkmetric.NewMeterProvider(opts...)
-	m, err := gpu.RegisterMetrics(g.mp.Meter("github.com/specprobe/specprobe"), g.s)
+	meter := g.mp.Meter("github.com/specprobe/specprobe")
+	if sm, err := specmetrics.New(meter); err == nil {
+		g.spec = sm.Target(cfg.Spec.Engine, cfg.PID, cfg.Resource...)
+	} else {
+		fmt.Fprintf(cfg.Log, "specprobe: speculative-decoding metrics off: %v\n", err)
+	}
+	m, err := gpu.RegisterMetrics(meter, g.s)
 	if err != nil {
 		fmt.Fprintf(cfg.Log, "specprobe: metrics off: %v\n", err)
 		return g

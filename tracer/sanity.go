@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
@@ -20,7 +21,8 @@ import (
 // valueChecks holds each native site's checks and what the request ids
 // were seen doing so far.
 type valueChecks struct {
-	sites map[int]*siteChecks
+	passed int // calls checked that passed
+	sites  map[int]*siteChecks
 	// Per site and slot (the increasing_per value): the last request id,
 	// and each request id's slot.
 	last   map[[2]int64]int64
@@ -89,6 +91,7 @@ func (c *valueChecks) check(ev *spanbuilder.Event) error {
 	for _, v := range ev.Values[:ev.NValues] {
 		vals[v.Name] = v.V
 	}
+	defer func() { c.passed++ }()
 	// Bounds first, for every value: a wrong slot makes the request id's
 	// check say the wrong thing.
 	for pass := 0; pass < 2; pass++ {
@@ -147,6 +150,99 @@ func (c *valueChecks) increasing(site int, id int64, per string, vals map[string
 	return ""
 }
 
+// Some wrong offsets read values that pass alone: a constant 0 is a fine
+// first task id, until a second slot reads it too. So the first events are
+// held back, not handed on, until probationCalls checked calls passed or
+// probationTime went by; a refusal in that time drops them all, and no span
+// with a wrong id is made. Spans keep the calls' own times: holding them
+// delays their export, not their timing.
+const (
+	probationCalls = 16
+	probationTime  = 2 * time.Second
+	maxHeld        = 1 << 16 // events held at most (then handed on)
+)
+
+// refusal is a session's first failed check: one for all its processes.
+type refusal struct {
+	err error
+	ch  chan struct{} // closed at the refusal
+}
+
+func newRefusal() *refusal { return &refusal{ch: make(chan struct{})} }
+
+func (r *refusal) refuse(err error) {
+	if r.err == nil {
+		r.err = err
+		close(r.ch)
+	}
+}
+
+// checkedAdd hands a process's events to add once checks believe them;
+// hold false hands each on as soon as it passed.
+type checkedAdd struct {
+	checks *valueChecks
+	add    func(*spanbuilder.Event)
+	r      *refusal
+	hold   bool
+	held   []spanbuilder.Event
+	since  time.Time // the first event held
+}
+
+func newCheckedAdd(checks *valueChecks, add func(*spanbuilder.Event), r *refusal, hold bool) *checkedAdd {
+	return &checkedAdd{checks: checks, add: add, r: r, hold: hold}
+}
+
+func (c *checkedAdd) event(ev *spanbuilder.Event) {
+	if c.r.err != nil {
+		return
+	}
+	if err := c.checks.check(ev); err != nil {
+		c.held = nil
+		c.r.refuse(err)
+		return
+	}
+	if c.hold && c.checks != nil && c.checks.passed < probationCalls && len(c.held) < maxHeld && (c.since.IsZero() || time.Since(c.since) < probationTime) {
+		if c.since.IsZero() {
+			c.since = time.Now()
+		}
+		c.held = append(c.held, *ev)
+		return
+	}
+	c.release()
+	c.add(ev)
+}
+
+// tick hands on what is held once probationTime is over (a spec whose
+// checked stage is seldom called); end hands on the rest.
+func (c *checkedAdd) tick(now time.Time) {
+	if len(c.held) > 0 && now.Sub(c.since) >= probationTime {
+		c.release()
+	}
+}
+
+func (c *checkedAdd) release() {
+	if c.r.err != nil {
+		c.held = nil
+	}
+	for i := range c.held {
+		c.add(&c.held[i])
+	}
+	c.held = nil
+}
+
+// fieldsOf lists the fields v's derefs name.
+func fieldsOf(v *probes.Value) []string {
+	var out []string
+	for _, e := range v.DerefExpr {
+		if e != nil {
+			for _, t := range e.Terms {
+				out = append(out, t.Field)
+			}
+		}
+	}
+	return out
+}
+
 // CheckError is a value that failed its check: the trace stops there.
 type CheckError struct{ Msg string }
 
@@ -160,7 +256,7 @@ func (sc *siteChecks) refuse(what string, v *probes.Value, x int64, bad string) 
 	msg := fmt.Sprintf("stage %s: %s read %d, %s, at %s from %s (%s): the offsets do not fit this build; "+
 		"tracing stopped rather than export wrong ids", sc.stage.Name, what, x, bad, v.At, v.From, origin)
 	if sc.layout != nil {
-		msg += "; offsets: " + strings.Join(sc.layout.Describe(), "; ")
+		msg += "; offsets: " + strings.Join(sc.layout.Describe(fieldsOf(v)...), "; ")
 	}
 	return &CheckError{Msg: msg}
 }

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestValueChecks(t *testing.T) {
 		{"two slots interleaved", np2, nil, []call{{"29", 0}, {"28", 1}, {"29", 0}, {"28", 1}, {"31", 1}, {"30", 0}}, ""},
 		{"a request id not read", np2, nil, []call{{"5", 0}, {"", 0}, {"5", 0}}, ""},
 		{"slot past -np", np2, nil, []call{{"1", 0}, {"2", 2}},
-			"stage accept: slot_id read 2, not below 2 (-np 2), at entry from arg3 (deref [-112 = server_slot.id-server_slot.spec_i_batch]): the offsets do not fit this build; tracing stopped rather than export wrong ids; offsets: server_slot.id = 0 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc)"},
+			"stage accept: slot_id read 2, not below 2 (-np 2), at entry from arg3 (deref [-112 = server_slot.id-server_slot.spec_i_batch]): the offsets do not fit this build; tracing stopped rather than export wrong ids; offsets: server_slot.id = 0 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc); server_slot.spec_i_batch = 112 (release b10217 (ddd4ec142) to b10573 (d775b8967) and 3f545becc)"},
 		{"slot a pointer's half", np2, nil, []call{{"1", 21845}}, "slot_id read 21845, not below 2 (-np 2)"},
 		{"negative slot", np2, nil, []call{{"1", -1}}, "slot_id read -1, below 0"},
 		{"auto: 4 slots", []string{"llama-server"}, nil, []call{{"1", 3}, {"2", 4}}, "slot_id read 4, not below 4 (the default 4 (no -np or --parallel or LLAMA_ARG_N_PARALLEL given))"},
@@ -94,5 +95,86 @@ func TestValueChecks(t *testing.T) {
 	}
 	if newValueChecks([]loader.Target{{Stage: &probes.Stage{Name: "verify"}}}, nil, nil) != nil {
 		t.Errorf("checks made for a spec without any")
+	}
+}
+
+func TestCheckedAddHoldsTheFirstEvents(t *testing.T) {
+	np2 := []string{"llama-server", "-np", "2"}
+	var got []string
+	add := func(ev *spanbuilder.Event) { got = append(got, ev.RequestID) }
+
+	// Task id 0 on slot 0 looks fine alone; on slot 1 too it is refused,
+	// and nothing held is handed on.
+	c := newCheckedAdd(llamaChecks(t, np2, nil), add, newRefusal(), true)
+	c.event(accept("0", 0))
+	c.event(accept("0", 1))
+	if c.r.err == nil || len(got) != 0 {
+		t.Fatalf("refusal: err %v, handed on %v", c.r.err, got)
+	}
+	select {
+	case <-c.r.ch:
+	default:
+		t.Errorf("refused not closed")
+	}
+	c.event(accept("1", 0))
+	c.release()
+	if len(got) != 0 {
+		t.Errorf("handed on after the refusal: %v", got)
+	}
+
+	// Believed after probationCalls checked calls: all handed on, in order.
+	got = nil
+	c = newCheckedAdd(llamaChecks(t, np2, nil), add, newRefusal(), true)
+	for i := range probationCalls - 1 {
+		c.event(accept(fmt.Sprint(i/2*2+i%2), int64(i%2)))
+	}
+	c.event(&spanbuilder.Event{Site: 0}) // a verify: no checks, held in order
+	if len(got) != 0 {
+		t.Fatalf("handed on during probation: %v", got)
+	}
+	c.event(accept("99", 0)) // the last call of the probation
+	if len(got) != probationCalls+1 || got[0] != "0" || got[1] != "1" || got[probationCalls-1] != "" || got[probationCalls] != "99" {
+		t.Errorf("after probation: %v", got)
+	}
+
+	// A seldom-called stage: what is held goes on once probationTime passed.
+	got = nil
+	c = newCheckedAdd(llamaChecks(t, np2, nil), add, newRefusal(), true)
+	c.event(accept("3", 0))
+	c.tick(c.since.Add(probationTime / 2))
+	if len(got) != 0 {
+		t.Errorf("handed on before probationTime: %v", got)
+	}
+	c.tick(c.since.Add(probationTime))
+	if len(got) != 1 {
+		t.Errorf("not handed on after probationTime: %v", got)
+	}
+
+	// No checks in the spec: nothing held.
+	got = nil
+	c = newCheckedAdd(nil, add, newRefusal(), true)
+	c.event(&spanbuilder.Event{RequestID: "x"})
+	if len(got) != 1 {
+		t.Errorf("held without checks: %v", got)
+	}
+}
+
+// A session of several processes checks each without holding, and one
+// refusal stops them all.
+func TestCheckedAddSeveralProcesses(t *testing.T) {
+	np2 := []string{"llama-server", "-np", "2"}
+	var got []string
+	add := func(ev *spanbuilder.Event) { got = append(got, ev.RequestID) }
+	r := newRefusal()
+	a := newCheckedAdd(llamaChecks(t, np2, nil), add, r, false)
+	b := newCheckedAdd(llamaChecks(t, np2, nil), add, r, false)
+	a.event(accept("1", 0))
+	if len(got) != 1 {
+		t.Fatalf("not handed on at once: %v", got)
+	}
+	b.event(accept("2", 5))
+	a.event(accept("1", 0))
+	if r.err == nil || len(got) != 1 {
+		t.Errorf("after b's refusal: err %v, handed on %v", r.err, got)
 	}
 }

@@ -84,15 +84,20 @@ func describePlacement(w io.Writer, attached procgroup.Proc, procs []*procTrace)
 	}
 	var parts []string
 	for _, p := range procs {
-		var stages []string
-		for _, st := range probes.StageNames {
-			if p.spec.Stages[st] != nil {
-				stages = append(stages, st)
-			}
-		}
-		parts = append(parts, fmt.Sprintf("PID %d (%s): %s", p.pid, p.label(), strings.Join(stages, ", ")))
+		parts = append(parts, fmt.Sprintf("PID %d (%s): %s", p.pid, p.label(), strings.Join(p.stages(), ", ")))
 	}
 	fmt.Fprintf(w, "specprobe: PID %d%s is a process of a server whose stages run in %s\n", attached.PID, name, strings.Join(parts, "; "))
+}
+
+// stages names the stages that run in the process, in stage order.
+func (p *procTrace) stages() []string {
+	var out []string
+	for _, name := range probes.StageNames {
+		if p.spec.Stages[name] != nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func (p *procTrace) label() string {
@@ -214,6 +219,29 @@ func (e *ServerProcessError) Error() string {
 	return fmt.Sprintf("PID %d is a process of a server traced from PID %d (%s), whose session traces its stages too", e.PID, e.Lead, e.LeadTitle)
 }
 
+// Placed is one process of a server and the stages of a spec it runs.
+type Placed struct {
+	PID    int
+	Label  string       // its title, or its executable
+	Spec   *probes.Spec // the spec with this process's stages only
+	Stages []string     // their names, in stage order
+}
+
+// Place says which processes of pid's server run which of spec's stages,
+// the verify's first: what attach traces (a spec that names no process:
+// pid with every stage).
+func Place(spec *probes.Spec, pid int) ([]Placed, error) {
+	procs, err := placeStages(Config{PID: pid, Spec: spec, Log: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Placed, len(procs))
+	for i, p := range procs {
+		out[i] = Placed{PID: p.pid, Label: p.label(), Spec: p.spec, Stages: p.stages()}
+	}
+	return out, nil
+}
+
 // CheckLead tells whether a session for pid with spec is the one its server
 // needs: with stages placed in several processes, any of them finds the
 // others, so the daemon, which sees them all, starts one session per
@@ -222,9 +250,9 @@ func CheckLead(spec *probes.Spec, pid int) error {
 	if !spec.Placed() {
 		return nil
 	}
-	procs, err := placeStages(Config{PID: pid, Spec: spec, Log: io.Discard})
-	if err != nil || procs[0].pid == pid {
+	procs, err := Place(spec, pid)
+	if err != nil || procs[0].PID == pid {
 		return err
 	}
-	return &ServerProcessError{PID: pid, Lead: procs[0].pid, LeadTitle: procs[0].label()}
+	return &ServerProcessError{PID: pid, Lead: procs[0].PID, LeadTitle: procs[0].Label}
 }

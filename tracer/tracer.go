@@ -4,6 +4,7 @@
 package tracer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/gpu"
@@ -23,7 +23,9 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
+	"github.com/specprobe/specprobe/spanrec"
 	"github.com/specprobe/specprobe/spanschema"
+	"github.com/specprobe/specprobe/specmetrics"
 )
 
 // Config is one attach.
@@ -51,16 +53,21 @@ type Config struct {
 	// speculative-decoding ratios). Unavailable GPU state is one log line.
 	GPU           *gpu.Sampler
 	MetricReaders []sdkmetric.Reader
+	// SpecMetrics, when set, records the speculative-decoding metrics
+	// (the daemon's, on its /metrics); else they go with MetricReaders.
+	SpecMetrics *specmetrics.Target
 
 	// Resource adds attributes to the process's resource (the daemon's
 	// Kubernetes metadata); Sampler decides which requests' spans are kept
 	// (default: all); Progress, when set, gets the running counts every tick.
 	Resource []attribute.KeyValue
-	Sampler  sdktrace.Sampler
+	Sampler  spanbuilder.Sampler
 	Progress func(Progress)
 	// QueueSize bounds the spans waiting for each exporter (default 65536);
 	// past it spans are dropped and counted, never the target slowed.
 	QueueSize int
+	// RingBytes sizes the ring buffer (a power of 2; default 4 MiB).
+	RingBytes uint32
 	// FlushTimeout bounds the export of what is left when the session ends,
 	// spans and metrics together (default DefaultFlushTimeout). What is not
 	// delivered by then is counted as dropped: an unreachable collector
@@ -143,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// The resource and the GPUs are those of the process making the spans.
 	cfg.PID = procs[0].pid
 	ranks := processRanks(cfg.PID, cfg.Spec)
-	exps, tp := pipeline(cfg, ranks)
+	exps, resource := pipeline(cfg, ranks)
 	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
 	// can take a second, which events would otherwise wait out in the kernel.
 	gpus := startGPU(cfg, ranks)
@@ -151,10 +158,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		ctx, cancel := cfg.flushContext()
 		defer cancel()
 		gpus.stop(ctx, &spanbuilder.Stats{}, cfg)
-		_ = tp.Shutdown(ctx)
+		for _, e := range exps {
+			_ = e.Shutdown(ctx)
+		}
 	}
 	for _, p := range procs {
-		if p.sess, err = loader.Attach(p.pid, p.targets, loader.Options{NoMulti: cfg.NoMulti}); err != nil {
+		if p.sess, err = loader.Attach(p.pid, p.targets, loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes}); err != nil {
 			abandon()
 			return nil, err
 		}
@@ -169,7 +178,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		close(cfg.Attached)
 	}
 
-	sink := spanbuilder.NewOTelSink(tp.Tracer("github.com/specprobe/specprobe"))
+	sink := spanbuilder.NewOTelSink(func(spans []*spanrec.Span) {
+		for _, e := range exps {
+			e.Push(spans...)
+		}
+	}, resource, "github.com/specprobe/specprobe")
+	sink.Sampler = cfg.Sampler
+	if sm := cmp.Or(cfg.SpecMetrics, gpus.spec); sm != nil {
+		sink.OnStep = sm.Step
+	}
 	labels := map[uint32]*threadLabels{}
 	for _, p := range procs {
 		labels[uint32(p.pid)] = newThreadLabels(p.pid, cfg.Spec.Engine, processRanks(p.pid, cfg.Spec))
@@ -192,20 +209,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	builder := spanbuilder.New(sites, spanbuilder.NewClock(), next)
 	// The first call whose values fail their spec's checks ends the trace:
 	// neither it nor anything after it reaches the builder.
-	var checkErr error
-	refused := make(chan struct{})
-	checked := func(p *procTrace, add func(*spanbuilder.Event)) func(*spanbuilder.Event) {
-		checks := processValueChecks(p.pid, p.targets)
-		return func(ev *spanbuilder.Event) {
-			if checkErr != nil {
-				return
-			}
-			if checkErr = checks.check(ev); checkErr != nil {
-				close(refused)
-				return
-			}
-			add(ev)
-		}
+	// Holding the first events back (sanity.go) would put one process's
+	// events behind another's: only a session of one process holds them.
+	refusal := newRefusal()
+	refused := refusal.ch
+	checkers := make([]*checkedAdd, len(procs))
+	checked := func(i int, add func(*spanbuilder.Event)) func(*spanbuilder.Event) {
+		p := procs[i]
+		checkers[i] = newCheckedAdd(processValueChecks(p.pid, p.targets), add, refusal, len(procs) == 1)
+		return checkers[i].event
 	}
 	adds := make([]func(*spanbuilder.Event), len(procs))
 	var merge *spanbuilder.Merge[func()]
@@ -217,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		for i, p := range procs {
 			base, stream, add := p.base, p.stream, builder.Add
-			filter := p.py.filter(checked(p, func(e *spanbuilder.Event) { e.Site += base; add(e) }))
+			filter := p.py.filter(checked(i, func(e *spanbuilder.Event) { e.Site += base; add(e) }))
 			adds[i] = func(e *spanbuilder.Event) {
 				streams[e.TID] = stream
 				merge.Mark(i, marked(e.BootNs))
@@ -225,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	} else {
-		adds[0] = procs[0].py.filter(checked(procs[0], builder.Add))
+		adds[0] = procs[0].py.filter(checked(0, builder.Add))
 	}
 	for i, p := range procs {
 		var c counter
@@ -275,6 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		labels[uint32(p.pid)].see(open)
 		dead := deadThreads(p.pid, open)
 		p.sess.Drain(adds[i])
+		checkers[i].tick(time.Now())
 		if merge != nil {
 			merge.Mark(i, marked(spanbuilder.BootNow()))
 		}
@@ -307,6 +320,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	} else {
 		exitedPID, runErr = runProcesses(procs, stop, 100*time.Millisecond, func(i int, e *spanbuilder.Event) { adds[i](e) }, tick)
 	}
+	for _, c := range checkers {
+		c.release()
+	}
+	checkErr := refusal.err
 
 	res := &Result{TargetExited: exitedPID != 0, Elapsed: time.Since(start)}
 	for _, p := range procs {
@@ -342,7 +359,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	live.clear()
 	res.Python = pyStats(procs, late)
 	var shutErr error
-	res.GPU, shutErr = flush(cfg, exps, tp, gpus, &builder.Stats)
+	res.GPU, shutErr = flush(cfg, exps, gpus, &builder.Stats)
 	res.Stats = builder.Stats
 	res.Export = exportStats(cfg, exps)
 	if cfg.Progress != nil {
@@ -377,12 +394,11 @@ func (p *procTrace) describe(cfg Config) {
 }
 
 // flush delivers what is left, spans of every exporter and the metrics at
-// the same time, within one FlushTimeout. Each span processor is shut down
-// here rather than through the provider, which stops at the first
-// processor that misses the deadline and would leave the others (a
-// Perfetto file written at shutdown) undone. Spans not delivered in time
+// the same time, within one FlushTimeout: every queue at once, so that one
+// that misses the deadline does not leave the others (a Perfetto file
+// written at shutdown) undone. Spans not delivered in time
 // are counted as dropped: that is reported, not returned.
-func flush(cfg Config, procs []*export.QueueProcessor, tp *sdktrace.TracerProvider, gpus *gpuSession, st *spanbuilder.Stats) ([]string, error) {
+func flush(cfg Config, procs []*export.QueueProcessor, gpus *gpuSession, st *spanbuilder.Stats) ([]string, error) {
 	ctx, cancel := cfg.flushContext()
 	defer cancel()
 	errs := make([]error, len(procs))
@@ -393,7 +409,6 @@ func flush(cfg Config, procs []*export.QueueProcessor, tp *sdktrace.TracerProvid
 	var lines []string
 	wg.Go(func() { lines = gpus.stop(ctx, st, cfg) })
 	wg.Wait()
-	_ = tp.Shutdown(context.Background()) // its processors are shut down already
 	var failed []error
 	for i, err := range errs {
 		switch {
@@ -416,27 +431,22 @@ func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 	return out
 }
 
-func pipeline(cfg Config, ranks []probes.RankValue) ([]*export.QueueProcessor, *sdktrace.TracerProvider) {
-	sampler := cfg.Sampler
-	if sampler == nil {
-		sampler = sdktrace.AlwaysSample()
-	}
-	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(processResource(cfg, ranks)),
-		sdktrace.WithSampler(sampler),
-	}
+// pipeline makes a queue per exporter and the resource of the process
+// making the spans, which every span of the session points to.
+func pipeline(cfg Config, ranks []probes.RankValue) ([]*export.QueueProcessor, *spanrec.Resource) {
 	var procs []*export.QueueProcessor
 	for _, e := range cfg.Exporters {
 		size := cfg.QueueSize
 		if size <= 0 {
-			size = 65536
+			size = DefaultQueueSize
 		}
-		p := export.NewQueueProcessor(e.SpanExporter, size, min(512, size), time.Second)
-		procs = append(procs, p)
-		opts = append(opts, sdktrace.WithSpanProcessor(p))
+		procs = append(procs, export.NewQueueProcessor(e.Out(), size, min(512, size), time.Second))
 	}
-	return procs, sdktrace.NewTracerProvider(opts...)
+	return procs, spanrec.NewResource(processResource(cfg, ranks))
 }
+
+// DefaultQueueSize is QueueSize's default.
+const DefaultQueueSize = 65536
 
 func deadThreads(pid int, tids []uint32) []uint32 {
 	var dead []uint32

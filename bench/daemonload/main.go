@@ -29,6 +29,7 @@ func main() {
 	python := flag.String("python", "/root/.pyenv/versions/3.12.1/bin/python3", "interpreter for the SGLang-shaped targets (skipped if missing)")
 	natives := flag.Int("native", 3, "native targets")
 	pythons := flag.Int("py", 2, "Python targets")
+	limit := flag.String("memory-limit", "200MiB", "the daemon's memory_limit (the DaemonSet's)")
 	flag.Parse()
 	collector, err := startCollector()
 	if err != nil {
@@ -36,9 +37,9 @@ func main() {
 		os.Exit(1)
 	}
 	for _, exp := range []string{"otlp-grpc", "otlp-file=/dev/null"} {
-		fmt.Printf("-- spans to %s\n", exp)
+		fmt.Printf("-- spans to %s, memory_limit %s\n", exp, *limit)
 		env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + collector, "OTEL_EXPORTER_OTLP_INSECURE=true"}
-		if err := run(*bin, *demo, *python, *natives, *pythons, exp, env); err != nil {
+		if err := run(*bin, *demo, *python, *natives, *pythons, exp, *limit, env); err != nil {
 			fmt.Fprintln(os.Stderr, "daemonload:", err)
 			os.Exit(1)
 		}
@@ -66,13 +67,13 @@ func startCollector() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func run(bin, demo, python string, natives, pythons int, exporter string, env []string) error {
+func run(bin, demo, python string, natives, pythons int, exporter, limit string, env []string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	d := exec.Command(bin, "daemon", "--listen", addr, "--exporter", exporter, "--metrics-exporter", "none", "--engine", "demo", "--engine", "sglang")
+	d := exec.Command(bin, "daemon", "--listen", addr, "--exporter", exporter, "--metrics-exporter", "none", "--engine", "demo", "--engine", "sglang", "--memory-limit", limit)
 	d.Env = append(os.Environ(), env...)
 	d.Stderr = io.Discard
 	if err := d.Start(); err != nil {
@@ -112,7 +113,7 @@ func run(bin, demo, python string, natives, pythons int, exporter string, env []
 		return err
 	}
 	cpu0, _ := cpuTime(d.Process.Pid)
-	ev0, _ := events("http://" + addr + "/metrics")
+	ev0, _ := metric("http://"+addr+"/metrics", "specprobe_events_total")
 	start := time.Now()
 	for _, t := range targets {
 		_ = t.Process.Signal(syscall.SIGUSR1)
@@ -125,8 +126,11 @@ func run(bin, demo, python string, natives, pythons int, exporter string, env []
 		}
 		close(done)
 	}()
-	// Sample the daemon's memory while the targets run; VmHWM gives the peak.
+	// Sample the daemon's memory while the targets run; VmHWM gives the peak,
+	// the samples what it is made of (the Go heap is anonymous memory; the
+	// ring buffers mapped from the kernel and the binary are not).
 	cpu1, ev1 := cpu0, ev0
+	var peakAnon, peakOther int64
 	func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
@@ -137,7 +141,11 @@ func run(bin, demo, python string, natives, pythons int, exporter string, env []
 			case <-tick.C:
 				// The last sample before the exits: detach work is not tracing.
 				cpu1, _ = cpuTime(d.Process.Pid)
-				ev1, _ = events("http://" + addr + "/metrics")
+				ev1, _ = metric("http://"+addr+"/metrics", "specprobe_events_total")
+				anon := statusKB(d.Process.Pid, "RssAnon:")
+				if rss := statusKB(d.Process.Pid, "VmRSS:"); anon > peakAnon {
+					peakAnon, peakOther = anon, rss-anon
+				}
 			}
 		}
 	}()
@@ -149,7 +157,18 @@ func run(bin, demo, python string, natives, pythons int, exporter string, env []
 	fmt.Printf("targets: %d native (specdemo, 2 threads) + %d Python (SGLang-shaped), traced at once for %.1fs\n", natives, pythons, elapsed.Seconds())
 	fmt.Printf("events read: %.0f (%.0f/s)\n", evs, evs/elapsed.Seconds())
 	fmt.Printf("daemon CPU: %.3fs = %.1f%% of one core; %.2f us per event\n", cpu.Seconds(), 100*cpu.Seconds()/elapsed.Seconds(), cpu.Seconds()*1e6/max(evs, 1))
-	fmt.Printf("daemon memory: peak RSS %.1f MiB, RSS after %.1f MiB\n", float64(peakRSS)/1024, float64(rss)/1024)
+	fmt.Printf("daemon memory: peak RSS %.1f MiB (%.1f MiB per target), RSS after %.1f MiB; at the largest sample %.1f MiB anonymous (Go heap and stacks), %.1f MiB other (binary, ring buffers mapped)\n",
+		float64(peakRSS)/1024, float64(peakRSS)/1024/float64(len(targets)), float64(rss)/1024, float64(peakAnon)/1024, float64(peakOther)/1024)
+	// Once every session has flushed: what the queues' bound cost.
+	m := "http://" + addr + "/metrics"
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if n, _ := metric(m, "specprobe_daemon_detaches_total"); n == float64(len(targets)) {
+			break
+		}
+	}
+	exported, _ := metric(m, "specprobe_spans_exported_total")
+	dropped, _ := metric(m, "specprobe_spans_dropped_total")
+	fmt.Printf("spans: %.0f exported, %.0f dropped at a full queue\n", exported, dropped)
 	return nil
 }
 
@@ -219,7 +238,7 @@ func statusKB(pid int, field string) int64 {
 	return 0
 }
 
-func events(url string) (float64, error) {
+func metric(url, name string) (float64, error) {
 	r, err := http.Get(url)
 	if err != nil {
 		return 0, err
@@ -227,9 +246,9 @@ func events(url string) (float64, error) {
 	defer r.Body.Close()
 	sc := bufio.NewScanner(r.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "specprobe_events_total "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0, fmt.Errorf("no specprobe_events_total in %s", url)
+	return 0, fmt.Errorf("no %s in %s", name, url)
 }

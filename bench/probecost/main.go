@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -29,15 +30,44 @@ type config struct {
 	name  string
 	probe string // "", "bare" or "specprobe"
 	skip  bool   // probe after endbr64
+	omit  uint32 // parts of the stage programs left out (bpf/stage.c OMIT_*)
+	ring  uint32 // ring-buffer bytes, 0: -ring-bytes or the default
 }
 
+// bpf/stage.c's OMIT_* bits.
+const (
+	omitWakeup = 1
+	omitTime   = 2
+	omitValues = 4
+	omitRing   = 8
+)
+
 var configs = []config{
-	{"bare call (no probe)", "", false},
-	{"empty BPF program, after endbr64", "bare", true},
-	{"specprobe, after endbr64 (default)", "specprobe", true},
-	{"empty BPF program, on endbr64", "bare", false},
-	{"specprobe, on endbr64 (--no-endbr-skip)", "specprobe", false},
+	{"bare call (no probe)", "", false, 0, 0},
+	{"empty BPF program, after endbr64", "bare", true, 0, 0},
+	{"specprobe, after endbr64 (default)", "specprobe", true, 0, 0},
+	{"empty BPF program, on endbr64", "bare", false, 0, 0},
+	{"specprobe, on endbr64 (--no-endbr-skip)", "specprobe", false, 0, 0},
 }
+
+// parts leave one part of the stage programs out after another: the
+// differences between neighbours are what each part costs a hit.
+// Their ring holds a whole measurement's events: without wakeups the
+// reader drains only on its timer, and a full ring's drops would make a
+// row cheaper than what it measures.
+var parts = []config{
+	{"specprobe, 32 MiB ring (as the rows below)", "specprobe", true, 0, partsRing},
+	{"  ... without the wakeup decision (reader drains on its timer)", "specprobe", true, omitWakeup, partsRing},
+	{"  ... and without the timestamp", "specprobe", true, omitWakeup | omitTime, partsRing},
+	{"  ... and without the value reads", "specprobe", true, omitWakeup | omitTime | omitValues, partsRing},
+	{"  ... and without the record (cookie and site lookup only)", "specprobe", true, omitRing, partsRing},
+}
+
+const partsRing = 32 << 20
+
+// runtimes holds, per configuration, the programs' own run time per run
+// (kernel BPF statistics), when they are enabled.
+var runtimes = map[string][]float64{}
 
 var (
 	wake      uint64
@@ -52,7 +82,11 @@ func main() {
 	binary := flag.String("target", "bench/callloop", "the call-loop binary")
 	calls := flag.Int("calls", 20000, "calls per measurement")
 	rounds := flag.Int("rounds", 5, "measurements per configuration")
+	withParts := flag.Bool("parts", true, "also measure the stage programs with parts left out")
 	flag.Parse()
+	if *withParts {
+		configs = append(configs, parts...)
+	}
 	if err := loader.CheckPrivileges(); err != nil {
 		fmt.Fprintln(os.Stderr, "probecost:", err)
 		os.Exit(1)
@@ -72,11 +106,19 @@ func main() {
 	med := func(name string) float64 { return median(results[name]) }
 	base := med(configs[0].name)
 	fmt.Printf("%d calls x %d rounds, medians; cost per hit = (ns/call - bare call) / 2 (entry + exit)\n\n", *calls, *rounds)
-	fmt.Println("| configuration | ns/call | cost per hit (ns) |")
-	fmt.Println("|---|---|---|")
+	stats := statsEnabled()
+	if stats {
+		fmt.Println("kernel.bpf_stats_enabled is on: every program run also pays for its statistics (both sides of each ratio)")
+	}
+	fmt.Println("| configuration | ns/call | cost per hit (ns) | program run time per hit (ns, bpf_stats) |")
+	fmt.Println("|---|---|---|---|")
 	for _, c := range configs {
 		m := med(c.name)
-		fmt.Printf("| %s | %.1f | %.1f |\n", c.name, m, (m-base)/2)
+		rt := "–"
+		if len(runtimes[c.name]) > 0 {
+			rt = fmt.Sprintf("%.1f", median(runtimes[c.name]))
+		}
+		fmt.Printf("| %s | %.1f | %.1f | %s |\n", c.name, m, (m-base)/2, rt)
 	}
 	hit := func(i int) float64 { return (med(configs[i].name) - base) / 2 }
 	fmt.Println()
@@ -84,6 +126,29 @@ func main() {
 	fmt.Printf("specprobe / empty program, on endbr64:      %.2fx\n", hit(4)/hit(3))
 	fmt.Printf("on endbr64 / after endbr64 (specprobe):     %.2fx  (the single-step penalty the skip removes)\n", hit(4)/hit(2))
 	fmt.Printf("specprobe call / bare call:                 %.2fx\n", med(configs[2].name)/base)
+	if *withParts {
+		fmt.Println()
+		fmt.Println("what each part of stage_entry/stage_exit costs a hit (difference of neighbouring rows):")
+		fmt.Println("(wall clock: cost per hit; program: its run time per hit from bpf_stats, steadier)")
+		part := func(what string, a, b string) {
+			prog := "–"
+			if len(runtimes[a]) > 0 && len(runtimes[b]) > 0 {
+				prog = fmt.Sprintf("%6.1f ns", median(runtimes[a])-median(runtimes[b]))
+			}
+			fmt.Printf("  %-52s wall %6.1f ns, program %s\n", what+":", (med(a)-med(b))/2, prog)
+		}
+		part("the wakeup decision", parts[0].name, parts[1].name)
+		part("the timestamp (bpf_ktime_get_boot_ns)", parts[1].name, parts[2].name)
+		part("the value reads (two registers)", parts[2].name, parts[3].name)
+		part("the record (reserve, fill, submit)", parts[3].name, parts[4].name)
+		part("cookie and site lookup, over the empty program", parts[4].name, configs[1].name)
+	}
+}
+
+// statsEnabled tells whether the kernel keeps BPF run-time statistics.
+func statsEnabled() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
 func measure(binary string, calls int, c config) (float64, error) {
@@ -117,16 +182,21 @@ func measure(binary string, calls int, c config) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		closer, err = benchprobes.AttachBare(targets[0].File.Open, targets[0].Offset, pid, true)
+		b, err := benchprobes.AttachBare(targets[0].File.Open, targets[0].Offset, pid, true)
 		if err != nil {
 			return 0, err
 		}
+		closer = closerFunc(func() error {
+			runs, total := benchprobes.Runtime(b)
+			record(c.name, runs, total)
+			return b.Close()
+		})
 	case "specprobe":
 		targets, err := loader.Resolve(pid, spec(binary), c.skip)
 		if err != nil {
 			return 0, err
 		}
-		sess, err := loader.Attach(pid, targets, loader.Options{WakeupBytes: wake, RingBytes: ring})
+		sess, err := loader.Attach(pid, targets, loader.Options{WakeupBytes: wake, RingBytes: cmp.Or(c.ring, ring), BenchOmit: c.omit})
 		if err != nil {
 			return 0, err
 		}
@@ -140,6 +210,8 @@ func measure(binary string, calls int, c config) (float64, error) {
 		closer = closerFunc(func() error {
 			close(stop)
 			<-done
+			runs, total := sess.ProgramRuntime()
+			record(c.name, runs, total)
 			if drops := sess.Drops(); drops > 0 {
 				fmt.Fprintf(os.Stderr, "probecost: %s: %d events dropped of %d\n", c.name, drops, events)
 			}
@@ -155,6 +227,12 @@ func measure(binary string, calls int, c config) (float64, error) {
 		return 0, fmt.Errorf("reading the result: %v", err)
 	}
 	return strconv.ParseFloat(strings.Fields(line)[0], 64)
+}
+
+func record(name string, runs uint64, total time.Duration) {
+	if runs > 0 && total > 0 {
+		runtimes[name] = append(runtimes[name], float64(total.Nanoseconds())/float64(runs))
+	}
 }
 
 type closerFunc func() error

@@ -13,6 +13,7 @@ import (
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/tracer"
 )
 
 func checkCmd() *cobra.Command {
@@ -101,9 +102,37 @@ func checkLive(w io.Writer, pid int, file, engine string, anyRank bool) error {
 		}
 		fmt.Fprintf(w, "  ranks %s\n", strings.Join(parts, ", "))
 	}
-	natives, err := loader.CheckNative(pid, spec, true)
+	placed, err := tracer.Place(spec, pid)
 	if err != nil {
 		return err
+	}
+	for _, p := range placed {
+		if len(placed) > 1 || p.PID != pid {
+			fmt.Fprintf(w, "  PID %d (%s) runs %s\n", p.PID, p.Label, strings.Join(p.Stages, ", "))
+		}
+		n, err := checkProcess(w, p.PID, p.Spec)
+		if err != nil {
+			return err
+		}
+		failed += n
+	}
+	if failed > 0 {
+		return fmt.Errorf("PID %d: %d problem(s) with spec %s; nothing was attached", pid, failed, spec.Engine)
+	}
+	fmt.Fprintf(w, "ok: every stage resolved and every read checked; nothing was attached\n")
+	return nil
+}
+
+// checkProcess checks the stages spec puts in pid; it returns how many
+// would fail.
+func checkProcess(w io.Writer, pid int, spec *probes.Spec) (failed int, err error) {
+	fail := func(format string, args ...any) {
+		failed++
+		fmt.Fprintf(w, "  FAIL  "+format+"\n", args...)
+	}
+	natives, err := loader.CheckNative(pid, spec, true)
+	if err != nil {
+		return 0, err
 	}
 	for i, c := range natives {
 		if c.Err != nil {
@@ -134,11 +163,7 @@ func checkLive(w io.Writer, pid int, file, engine string, anyRank bool) error {
 	if spec.IsPython() {
 		failed += checkPython(w, pid, spec)
 	}
-	if failed > 0 {
-		return fmt.Errorf("PID %d: %d problem(s) with spec %s; nothing was attached", pid, failed, spec.Engine)
-	}
-	fmt.Fprintf(w, "ok: every stage resolved and every read checked; nothing was attached\n")
-	return nil
+	return failed, nil
 }
 
 // checkPython reports the Python stages of spec in pid; it returns how

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
@@ -66,6 +69,22 @@ func AttachBare(path string, offset uint64, pid int, multi bool) (io.Closer, err
 		return nil, err
 	}
 	return b, nil
+}
+
+// Runtime is what ProgramRuntime is for a session: the empty programs'
+// run count and time, from the kernel's BPF statistics.
+func Runtime(c io.Closer) (runs uint64, total time.Duration) {
+	b, ok := c.(*bare)
+	if !ok {
+		return 0, 0
+	}
+	for _, p := range []*ebpf.Program{b.objs.Bare, b.objs.BareMulti} {
+		if st, err := p.Stats(); err == nil {
+			runs += st.RunCount
+			total += st.Runtime
+		}
+	}
+	return runs, total
 }
 
 type bare struct {

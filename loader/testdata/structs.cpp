@@ -69,6 +69,12 @@ static_assert(offsetof(ns::inner, v) == 8, "");
 static_assert(offsetof(ns::outer::nested, b) == 4, "");
 static_assert(offsetof(hidden, b) == 4, "");
 
+// Build numbers (fields_test.go): one in .data, one zero in .bss.
+#ifndef MOVED
+int LLAMA_BUILD_NUMBER = 10573;
+int ZERO_BUILD = 0;
+#endif
+
 // static and used: each object keeps its own (conflict.o links two).
 static server_slot g_slot __attribute__((used));
 static server_task g_task __attribute__((used));

@@ -1,7 +1,6 @@
-// Package export turns the spans specprobe builds into files, terminal
-// output and OTLP streams. Every exporter here is an sdktrace.SpanExporter
-// meant to sit behind a QueueProcessor, so none of them can stall the
-// tracer that feeds them.
+// The SDK's own span-to-protobuf transform, kept as the reference the
+// exporters' encoding is checked against (encode_test.go): it builds the
+// go.opentelemetry.io/proto/otlp messages field by field.
 package export
 
 import (
