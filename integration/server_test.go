@@ -143,10 +143,13 @@ func TestVLLMTensorParallel(t *testing.T) {
 		{"rank 1/3.11", interpreters[1], func(s *tpServer) int { return s.workers[1] }, nil, false},
 		{"EngineCore/3.13", interpreters[3], func(s *tpServer) int { return s.core.Process.Pid }, []string{"--dummy-every", "3"}, false},
 		{"rank 0/debian 3.11", interpreters[4], func(s *tpServer) int { return s.workers[0] }, nil, false},
+		{"EngineCore/3.10", interpreters[0], func(s *tpServer) int { return s.core.Process.Pid }, []string{"--dummy-every", "4"}, false},
 		// Production batches, short stage calls, every core busy.
 		{"large/3.12", interpreters[2], func(s *tpServer) int { return s.core.Process.Pid },
 			[]string{"--requests", "150", "--max-batch", "128", "--work-scale", "0.05", "--max-new-tokens", "400", "--noise-calls", "200"}, true},
 		{"large/3.11", interpreters[1], func(s *tpServer) int { return s.workers[1] },
+			[]string{"--requests", "150", "--max-batch", "128", "--work-scale", "0.05", "--max-new-tokens", "400", "--noise-calls", "200"}, true},
+		{"large/3.10", interpreters[0], func(s *tpServer) int { return s.workers[0] },
 			[]string{"--requests", "150", "--max-batch", "128", "--work-scale", "0.05", "--max-new-tokens", "400", "--noise-calls", "200"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
