@@ -46,6 +46,9 @@ type Options struct {
 	Listening func(addr string)
 	// Notify, when set, is told of each attach and detach (tests, scripts).
 	Notify func(Event)
+	// RescanEvery is how often /proc is read again in full when no exec
+	// notification was lost (30s when 0); tests shorten it.
+	RescanEvery time.Duration
 }
 
 // Event is an attach or a detach.
@@ -178,6 +181,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	lastRate, lastScan := time.Now(), time.Now()
 	lastEvents := uint64(0)
 	execDrops := uint64(0)
+	rescanEvery := d.opts.RescanEvery
+	if rescanEvery <= 0 {
+		rescanEvery = 30 * time.Second
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -210,7 +217,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			// Lost exec notifications, and processes that matched nothing
 			// earlier, are caught by a rescan; an exec storm that keeps
 			// losing some rescans at most every 2s.
-			if n := d.execs.Drops(); n != execDrops && now.Sub(lastScan) >= 2*time.Second || now.Sub(lastScan) >= 30*time.Second {
+			if n := d.execs.Drops(); n != execDrops && now.Sub(lastScan) >= 2*time.Second || now.Sub(lastScan) >= rescanEvery {
 				execDrops, lastScan = n, now
 				d.scan(true)
 			}
@@ -255,6 +262,7 @@ func (d *Daemon) scan(rescan bool) {
 	}
 	if rescan {
 		d.mu.Lock()
+		d.totals.Rescans++
 		for _, m := range []map[discover.ID]bool{d.failed, d.ignored} {
 			for id := range m {
 				if !alive[id] {

@@ -33,6 +33,8 @@ type Totals struct {
 	Attaches, AttachFailures uint64
 	Detaches, Discovered     uint64
 	SkippedAtLimit           uint64
+	// Rescans counts the full reads of /proc after the first.
+	Rescans uint64
 	// Rejected counts, by reason, the processes not traced (work.go).
 	Rejected                   map[string]uint64
 	Events, KernelDrops        uint64

@@ -40,16 +40,21 @@ func startFleet(t *testing.T, cfg daemon.Config) *fleet {
 	return startFleetWith(t, cfg, specs)
 }
 
-// startFleetWith is startFleet with the given specs instead of the catalog.
-func startFleetWith(t *testing.T, cfg daemon.Config, specs []*probes.Spec) *fleet {
+// startFleetWith is startFleet with the given specs instead of the catalog;
+// each option edits the daemon's options before it starts.
+func startFleetWith(t *testing.T, cfg daemon.Config, specs []*probes.Spec, options ...func(*daemon.Options)) *fleet {
 	t.Helper()
 	var err error
 	f := &fleet{mem: tracetest.NewInMemoryExporter(), events: make(chan daemon.Event, 256)}
 	listening := make(chan string, 1)
-	f.d, err = daemon.New(daemon.Options{Config: cfg, Specs: specs, Log: testLog{t},
+	opts := daemon.Options{Config: cfg, Specs: specs, Log: testLog{t},
 		Exporters: []tracer.Exporter{{Name: "memory", SpanExporter: keepSpans{f.mem}}},
 		Listening: func(a string) { listening <- a },
-		Notify:    func(e daemon.Event) { f.events <- e }})
+		Notify:    func(e daemon.Event) { f.events <- e }}
+	for _, o := range options {
+		o(&opts)
+	}
+	f.d, err = daemon.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +480,7 @@ func TestDaemonRefusesDrift(t *testing.T) {
 	}
 	cfg := daemon.Defaults()
 	cfg.Listen = "127.0.0.1:0"
-	f := startFleetWith(t, cfg, autumnSpecs(t, "sglang"))
+	f := startFleetWith(t, cfg, autumnSpecs(t, "sglang"), fastRescan)
 	script := filepath.Join(repoRoot(t), "pytargets", "run_sglang.py")
 	cmd, _ := launch(t, titled("sglang::scheduler", py, script, "--requests", "4", "--wait-signal",
 		"--log", filepath.Join(t.TempDir(), "truth.jsonl"))...)
@@ -486,19 +491,88 @@ func TestDaemonRefusesDrift(t *testing.T) {
 		t.Fatalf("failed for %q, want %q", e.Reason, want)
 	}
 	// Another look would fail the same way: none is made.
-	deadline := time.After(3 * time.Second)
-	for waiting := true; waiting; {
+	f.noLookAgain(t, pid, 2)
+	if n := f.d.Totals().Rejected["spec_mismatch"]; n != 1 {
+		t.Errorf("spec_mismatch counted %d times, want 1", n)
+	}
+	f.stop()
+	assertNoProbesLeft(t)
+}
+
+// fastRescan has the daemon read /proc again in full every 100ms, so that a
+// test sees rescans happen instead of waiting 30s for one.
+func fastRescan(o *daemon.Options) { o.RescanEvery = 100 * time.Millisecond }
+
+// noLookAgain waits for n full rescans of /proc while pid lives and fails if
+// the daemon took it up again: a new candidate is counted as discovered
+// during the rescan that finds it, before the rescan is counted.
+func (f *fleet) noLookAgain(t *testing.T, pid, n int) {
+	t.Helper()
+	before := f.d.Totals()
+	for deadline := time.Now().Add(20 * time.Second); f.d.Totals().Rescans < before.Rescans+uint64(n); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d rescans of /proc within 20s", n)
+		}
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("PID %d is gone: the rescans prove nothing (%v)", pid, err)
+	}
+	after := f.d.Totals()
+	if after.Discovered != before.Discovered || after.Attaches != before.Attaches {
+		t.Errorf("PID %d taken up again: discovered %d -> %d, attaches %d -> %d", pid, before.Discovered, after.Discovered, before.Attaches, after.Attaches)
+	}
+	for {
 		select {
 		case e := <-f.events:
 			if e.PID == pid {
 				t.Fatalf("after the refusal: %s %s (%s)", e.Kind, e.Engine, e.Reason)
 			}
-		case <-deadline:
-			waiting = false
+		default:
+			return
 		}
 	}
-	if n := f.d.Totals().Rejected["spec_mismatch"]; n != 1 {
-		t.Errorf("spec_mismatch counted %d times, want 1", n)
+}
+
+// TestDaemonWrongOffsets: a value that fails its check on the first calls
+// (as one read through another build's offsets does) stops that session
+// with the check's error before any span is exported; the process is counted
+// as wrong_offsets and not attached again while it lives.
+func TestDaemonWrongOffsets(t *testing.T) {
+	needRoot(t)
+	src, err := probes.CatalogSource("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo drafts 4 tokens a call: a bound of 1,000 fails every call.
+	good := "num_drafts: {at: exit, from: ret, type: int, size: 4}"
+	if !strings.Contains(string(src), good) {
+		t.Fatalf("the demo spec has no %q to edit", good)
+	}
+	spec, err := probes.Parse("wrong-demo.yaml", []byte(strings.Replace(string(src), good,
+		"num_drafts: {at: exit, from: ret, type: int, size: 4, check: {min: 1000}}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := daemon.Defaults()
+	cfg.Listen = "127.0.0.1:0"
+	f := startFleetWith(t, cfg, []*probes.Spec{spec}, fastRescan)
+	// Enough requests to outlive the refusal and the rescans after it.
+	d := startDemo(t, demoBinary(t, "specdemo-cet"), "--threads", "1", "--batch", "1", "--requests", "2000")
+	pid := d.cmd.Process.Pid
+	f.next(t, pid, "attached", 10*time.Second)
+	d.release(t)
+	e := f.next(t, pid, "detached", 20*time.Second)
+	for _, want := range []string{"stage draft: num_drafts read 4", "the offsets do not fit this build"} {
+		if !strings.Contains(e.Reason, want) {
+			t.Fatalf("detached for %q, want %q in it", e.Reason, want)
+		}
+	}
+	if n := f.d.Totals().Rejected["wrong_offsets"]; n != 1 {
+		t.Errorf("wrong_offsets counted %d times, want 1", n)
+	}
+	f.noLookAgain(t, pid, 2)
+	if spans := f.spansOf(pid); len(spans) != 0 {
+		t.Errorf("%d spans exported from values that failed their check, want none", len(spans))
 	}
 	f.stop()
 	assertNoProbesLeft(t)
