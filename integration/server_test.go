@@ -159,7 +159,7 @@ func TestVLLMTensorParallel(t *testing.T) {
 			}
 			s := startTPServer(t, c.py, 2, extra...)
 			pid := c.attach(s)
-			spec, _, err := tracer.Detect(catalog, pid, false)
+			spec, _, err := tracer.Detect(catalog, pid, false, 0, func(m string) { t.Log(m) })
 			if err != nil {
 				t.Fatal(err)
 			}

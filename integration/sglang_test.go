@@ -210,11 +210,20 @@ func startPyTarget(t *testing.T, script, py string, extra ...string) (*exec.Cmd,
 // empty: the command line a process shows after setproctitle (an SGLang
 // scheduler's "sglang::scheduler_TP0"), which detection reads.
 func startPyTargetAs(t *testing.T, title, script, py string, extra ...string) (*exec.Cmd, string) {
+	cmd, log, _ := startPyUntil(t, "ready", title, script, py, extra...)
+	return cmd, log
+}
+
+// startPyUntil starts a pytargets script with --wait-signal and a log, and
+// reads its stdout up to its first line, which must begin with first; the
+// rest of its stdout is left in out.
+func startPyUntil(t *testing.T, first, title, script, py string, extra ...string) (cmd *exec.Cmd, log string, out *bufio.Reader) {
+	t.Helper()
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)
 	}
-	log := filepath.Join(t.TempDir(), "truth.jsonl")
-	cmd := exec.Command(py, append([]string{script, "--wait-signal", "--requests", "12", "--work-scale", "8", "--log", log}, extra...)...)
+	log = filepath.Join(t.TempDir(), "truth.jsonl")
+	cmd = exec.Command(py, append([]string{script, "--wait-signal", "--requests", "12", "--work-scale", "8", "--log", log}, extra...)...)
 	if title != "" {
 		cmd.Args[0] = title
 	}
@@ -224,10 +233,11 @@ func startPyTargetAs(t *testing.T, title, script, py string, extra ...string) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
-		t.Fatalf("target not ready: %q", line)
+	out = bufio.NewReader(stdout)
+	if line, _ := out.ReadString('\n'); !strings.HasPrefix(line, first) {
+		t.Fatalf("target's first line %q, want %s", line, first)
 	}
-	return cmd, log
+	return cmd, log, out
 }
 
 // tracePyTarget releases a started target, traces it to its exit and

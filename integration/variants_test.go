@@ -443,3 +443,72 @@ func TestDaemonSkipsLauncher(t *testing.T) {
 	f.stop()
 	assertNoProbesLeft(t)
 }
+
+// TestAttachWaitsForWorker: attach without --engine to a scheduler still
+// loading its model (titled sglang::scheduler, its worker's module not
+// imported) matches the default spec by title only. For workers that never
+// import the default's module, tracing with it would wait for a module that
+// never loads: detection says the variant is not known yet, with no wait
+// (probes check) returns the default, with a short one fails naming
+// --import-wait and --engine, and with a long one picks the variant as soon
+// as the worker is created; the spans then equal the log.
+func TestAttachWaitsForWorker(t *testing.T) {
+	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	catalog, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := interpreters[2]
+	for _, w := range []struct{ worker, engine string }{
+		{"multi_layer_eagle", "sglang-multi-layer-eagle"},
+		{"uno", "sglang-uno"},
+	} {
+		t.Run(w.worker, func(t *testing.T) {
+			// --worker-signal: the stack is imported, the worker is made at SIGUSR2.
+			cmd, log, out := startPyUntil(t, "loading", "sglang::scheduler", script, py, "--worker-signal", "--worker", w.worker)
+			pid := cmd.Process.Pid
+
+			var said []string
+			spec, _, err := tracer.Detect(catalog, pid, false, 0, func(m string) { said = append(said, m) })
+			if err != nil || spec == nil || spec.Engine != "sglang" {
+				t.Fatalf("no wait: detected %v, %v; want the default spec sglang", spec, err)
+			}
+			if len(said) != 1 || !strings.Contains(said[0], "by its title only") || !strings.Contains(said[0], "not known yet") {
+				t.Fatalf("no wait: said %q, want that the variant is not known yet", said)
+			}
+
+			spec, _, err = tracer.Detect(catalog, pid, false, 300*time.Millisecond, func(string) {})
+			if spec != nil || err == nil || !strings.Contains(err.Error(), "--import-wait") || !strings.Contains(err.Error(), "--engine sglang") {
+				t.Fatalf("short wait: detected %v, %v; want an error naming --import-wait and --engine sglang", spec, err)
+			}
+
+			waiting := make(chan string, 1)
+			type detected struct {
+				spec *probes.Spec
+				err  error
+			}
+			done := make(chan detected, 1)
+			go func() {
+				s, _, err := tracer.Detect(catalog, pid, false, 60*time.Second, func(m string) { waiting <- m })
+				done <- detected{s, err}
+			}()
+			select {
+			case m := <-waiting:
+				t.Log(m)
+			case d := <-done:
+				t.Fatalf("detection ended before it waited: %v, %v", d.spec, d.err)
+			}
+			if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil { // the model is loaded
+				t.Fatal(err)
+			}
+			d := <-done
+			if d.err != nil || d.spec == nil || d.spec.Engine != w.engine {
+				t.Fatalf("after the worker's import: detected %v, %v; want %s", d.spec, d.err, w.engine)
+			}
+			if line, _ := out.ReadString('\n'); !strings.HasPrefix(line, "ready") {
+				t.Fatalf("target not ready: %q", line)
+			}
+			traceCompare(t, d.spec, cmd, log, nil, 0)
+		})
+	}
+}

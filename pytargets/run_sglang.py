@@ -6,6 +6,7 @@ worker over --requests requests, writing a ground-truth log (--log). See README.
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import time
 
@@ -38,6 +39,12 @@ def make_worker(args, server_args):
     target = TpModelWorker(server_args, args.seed)
     if args.worker_delay:
         time.sleep(args.worker_delay)
+    if args.worker_signal:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+        sys.stdout.write("loading pid=%d\n" % os.getpid())
+        sys.stdout.flush()
+        signal.sigwait({signal.SIGUSR2})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
     algo = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     if args.shape == "autumn2026":
         return algo.create_worker(server_args, target)
@@ -56,6 +63,9 @@ def main(argv=None):
     p.add_argument("--worker-delay", type=float, default=0, metavar="S",
                    help="wait S seconds after importing the stack before creating the worker (and"
                         " importing its module), as a server loading its model would")
+    p.add_argument("--worker-signal", action="store_true",
+                   help="print 'loading pid=N', then block until SIGUSR2 before creating the worker (and"
+                        " importing its module): a server loading its model for as long as a test wants")
     p.add_argument("--disable-overlap", action="store_true",
                    help="event_loop_normal: accept counts resolve in the same step")
     _entry.add_common_args(p)

@@ -59,7 +59,10 @@ in the spec) are found in the process's memory and watched with a hardware
 watchpoint on each function's code object, on every thread: no change to the
 target, no cost to its other calls. x86 has 4 debug registers per thread, so
 at most 4 Python stages. A stage whose module is not imported yet (engines
-import their workers after loading the model) is waited for (--import-wait).
+import their workers after loading the model) is waited for (--import-wait);
+so is, without --engine or --probes, a server that matches a catalog spec by
+its title alone (an SGLang scheduler loading its model): the variant is
+chosen once its worker's module appears.
 
 Exporters (--exporter, repeatable):
 ` + export.Help() + `File exporters write to NAME=PATH or --output. Without --exporter, spans go to
@@ -93,7 +96,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			if err := loader.CheckPrivileges(); err != nil {
 				return err
 			}
-			spec, err := chooseSpec(pid, specFile, engine, anyRank)
+			spec, err := chooseSpec(pid, specFile, engine, anyRank, wait)
 			if err != nil {
 				return err
 			}
@@ -131,7 +134,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.BoolVar(&noMulti, "no-uprobe-multi", false, "attach one perf-event uprobe per site even where uprobe_multi exists")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no live summary line")
 	f.DurationVar(&idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
-	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python stages: how long to wait for a stage's module to be imported")
+	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python: how long to wait for a server's worker module (to choose the catalog spec) and then for each stage's module to be imported")
 	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
 	f.BoolVar(&anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
 	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (values of flags named like key/token/secret/password/auth and URL credentials replaced) or full")
@@ -139,9 +142,11 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 }
 
 // chooseSpec loads --probes, or --engine from the catalog, or finds the
-// catalog spec that matches the process; a process that is not the rank the
-// spec traces is refused unless anyRank.
-func chooseSpec(pid int, file, engine string, anyRank bool) (*probes.Spec, error) {
+// catalog spec that matches the process (waiting up to wait for a Python
+// server to import its worker; 0, as probes check does, only says it has
+// not); a process that is not the rank the spec traces is refused unless
+// anyRank.
+func chooseSpec(pid int, file, engine string, anyRank bool, wait time.Duration) (*probes.Spec, error) {
 	args, _ := procfs.Cmdline(pid)
 	title := probes.Title(args)
 	var spec *probes.Spec
@@ -154,7 +159,7 @@ func chooseSpec(pid int, file, engine string, anyRank bool) (*probes.Spec, error
 	case engine != "":
 		spec, err = probes.Lookup(engine)
 	default:
-		spec, err = detectSpec(pid, args, anyRank)
+		spec, err = detectSpec(pid, anyRank, wait)
 	}
 	if err == nil && !anyRank {
 		err = spec.CheckRank(title)
@@ -166,13 +171,14 @@ func chooseSpec(pid int, file, engine string, anyRank bool) (*probes.Spec, error
 	return spec, err
 }
 
-// detectSpec finds the catalog spec that matches the process.
-func detectSpec(pid int, args []string, anyRank bool) (*probes.Spec, error) {
+// detectSpec finds the catalog spec that matches the process, waiting up
+// to wait for a Python server that has not imported its worker yet.
+func detectSpec(pid int, anyRank bool, wait time.Duration) (*probes.Spec, error) {
 	specs, err := probes.Catalog()
 	if err != nil {
 		return nil, err
 	}
-	s, python, err := tracer.Detect(specs, pid, anyRank)
+	s, python, err := tracer.Detect(specs, pid, anyRank, wait, func(msg string) { fmt.Fprintln(os.Stderr, "specprobe: "+msg) })
 	if s != nil {
 		fmt.Fprintf(os.Stderr, "specprobe: engine detected: %s%s\n", s.Label(), python)
 		return s, nil

@@ -82,7 +82,7 @@ func checkLive(w io.Writer, pid int, file, engine string, anyRank bool) error {
 	}
 	args, _ := procfs.Cmdline(pid)
 	title := probes.Title(args)
-	spec, err := chooseSpec(pid, file, engine, anyRank)
+	spec, err := chooseSpec(pid, file, engine, anyRank, 0)
 	var other *probes.OtherRankError
 	switch {
 	case errors.As(err, &other):
