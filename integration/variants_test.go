@@ -154,6 +154,11 @@ func TestVLLMVariants(t *testing.T) {
 		{"multi_module_mtp", "vllm-multi-module-mtp", []string{"--speculator", "multi_module_mtp"}},
 		{"v1", "vllm-v1", []string{"--runner", "v1"}},
 		{"dummy", "vllm", []string{"--dummy-every", "3"}},
+		// A step that samples more than one token besides the accepted
+		// drafts: the count is the length less the scheduler's
+		// num_sampled_tokens_per_step, read with it.
+		{"sampled2", "vllm", []string{"--sampled-per-step", "2"}},
+		{"v1-sampled3", "vllm-v1", []string{"--runner", "v1", "--sampled-per-step", "3"}},
 	} {
 		for _, py := range interpreters {
 			t.Run(v.name+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {

@@ -55,6 +55,11 @@ func ResolveArgs(st *probes.Stage, code, caller *pyproc.CodeSlots, callerName st
 		if *l != nil {
 			c := **l
 			c.Arg = pick(c.Arg, c.ArgChoice, fromCaller)
+			if c.Sub != nil {
+				sub := *c.Sub
+				sub.Arg = pick(sub.Arg, sub.ArgChoice, fromCaller)
+				c.Sub = &sub
+			}
 			*l = &c
 		}
 	}

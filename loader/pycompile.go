@@ -23,6 +23,7 @@ const (
 	RoleWhen                   // the value its when compares
 	RoleAccepted               // accepted counts, index-aligned with the requests
 	RoleDrafted                // the requests that had drafts
+	RoleSub                    // the number taken from each accepted count
 )
 
 // PyField is one compiled read, for decoding and messages.
@@ -117,6 +118,11 @@ func CompilePython(in PyCompileInput) (*PyProgram, error) {
 	if a := st.Accepted; a != nil {
 		if err := c.field(RoleAccepted, a.Arg, a.Path, "", st.ReadFrom != "", false, a.Len); err != nil {
 			return nil, err
+		}
+		if b := a.Sub; b != nil {
+			if err := c.field(RoleSub, b.Arg, b.Path, "", st.ReadFrom != "", false, false); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if d := st.Drafted; d != nil {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -185,12 +186,13 @@ func (p *parser) pythonAccept(s *Stage, n *yaml.Node, f map[string]*yaml.Node, w
 	}
 }
 
-// pyList reads {arg, path} and, for counts, len (take each item's length)
-// and add (a constant added to each count).
+// pyList reads {arg, path} and, for counts, len (take each item's length),
+// add (a constant added to each count) and sub (a number read with them,
+// taken from each).
 func (p *parser) pyList(n *yaml.Node, what string, counts bool) *PyList {
 	keys := []string{"arg", "path"}
 	if counts {
-		keys = append(keys, "len", "add")
+		keys = append(keys, "len", "add", "sub")
 	}
 	lf := p.fields(n, what, keys...)
 	l := &PyList{Line: n.Line}
@@ -203,6 +205,12 @@ func (p *parser) pyList(n *yaml.Node, what string, counts bool) *PyList {
 	if v, ok := lf["add"]; ok {
 		if err := v.Decode(&l.Add); err != nil {
 			p.fail(v, "%s.add: want an integer", what)
+		}
+	}
+	if v, ok := lf["sub"]; ok {
+		l.Sub = p.pyList(v, what+".sub", false)
+		if strings.Contains(l.Sub.Path, "[*]") {
+			p.fail(v, "%s.sub: one number to take from each count, not a list (%s has [*])", what, l.Sub.Path)
 		}
 	}
 	return l

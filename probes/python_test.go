@@ -95,29 +95,30 @@ stages:
 	}
 	// Read from its own frame: counts as lengths, less the bonus token,
 	// for the requests that had drafts.
-	s, err = Parse("py.yaml", []byte(`engine: e
-stages:
-  verify:
-    module: m
-    qualname: W.verify
-  accept:
-    module: m
-    qualname: S.update
-    requests: {arg: out, path: "req_ids[*]"}
-    accepted: {arg: out, path: "sampled[*]", len: true, add: -1}
-    drafted: {arg: sched, path: "spec_tokens"}
-`))
-	if err != nil {
-		t.Fatal(err)
+	ownFrame := func(reads string) *Spec {
+		t.Helper()
+		s, err := Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    module: m\n    qualname: W.verify\n  accept:\n    module: m\n    qualname: S.update\n    requests: {arg: out, path: \"req_ids[*]\"}\n"+reads))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	a = s.Stages[Accept]
+	a = ownFrame("    accepted: {arg: out, path: \"sampled[*]\", len: true, add: -1}\n    drafted: {arg: sched, path: \"spec_tokens\"}\n").Stages[Accept]
 	if a.ReadFrom != "" || !a.Accepted.Len || a.Accepted.Add != -1 || a.Drafted == nil || a.Drafted.Arg != "sched" {
 		t.Errorf("accept: %+v %+v %+v", a, a.Accepted, a.Drafted)
+	}
+	// vLLM's count: the length less the run's tokens sampled per step.
+	a = ownFrame("    accepted: {arg: out, path: \"sampled[*]\", len: true, sub: {arg: self, path: num_sampled_tokens_per_step}}\n").Stages[Accept]
+	if sub := a.Accepted.Sub; sub == nil || sub.Arg != "self" || sub.Path != "num_sampled_tokens_per_step" || sub.Line != 10 {
+		t.Errorf("sub: %+v", sub)
 	}
 	for _, bad := range []struct{ yaml, want string }{
 		{"accepted: {arg: out, path: \"s[*]\", len: maybe}", "stages.accept.accepted.len: want true or false"},
 		{"accepted: {arg: out, path: \"s[*]\", add: x}", "stages.accept.accepted.add: want an integer"},
 		{"accepted: {arg: out, path: \"s[*]\"}\n    drafted: {arg: s, path: p, len: true}", `stages.accept.drafted: unknown key "len"`},
+		{"accepted: {arg: out, path: \"s[*]\", sub: {arg: self, path: \"n[*]\"}}", "stages.accept.accepted.sub: one number to take from each count, not a list"},
+		{"accepted: {arg: out, path: \"s[*]\", sub: {arg: self, path: n, add: 1}}", `stages.accept.accepted.sub: unknown key "add"`},
+		{"accepted: {arg: out, path: \"s[*]\", sub: {path: n}}", "stages.accept.accepted.sub: missing arg"},
 	} {
 		_, err := Parse("py.yaml", []byte("engine: e\nstages:\n  verify:\n    module: m\n    qualname: W.v\n  accept:\n    module: m\n    qualname: S.u\n    requests: {arg: o, path: \"r[*]\"}\n    "+bad.yaml+"\n"))
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
@@ -229,5 +230,30 @@ stages:
 	a := s.Stages[Accept]
 	if a.Accepted.ArgChoice == nil || a.Accepted.ArgChoice.Position != 2 || a.Drafted.ArgChoice.String() != "[sched, scheduler_output]" {
 		t.Errorf("accept: %+v %+v", a.Accepted, a.Drafted)
+	}
+}
+
+// TestCount: a count is the item (or its length) plus add, less sub where
+// the spec reads one, and then never below 0, as vLLM computes it.
+func TestCount(t *testing.T) {
+	sub := &PyList{Arg: "self", Path: "n"}
+	for _, c := range []struct {
+		name   string
+		l      PyList
+		n, sub int64
+		want   int64
+	}{
+		{"item", PyList{}, 3, 0, 3},
+		{"add", PyList{Add: -1}, 3, 0, 2},
+		{"add may go below 0 (no sub)", PyList{Add: -1}, 0, 0, -1},
+		{"sub 1", PyList{Sub: sub}, 3, 1, 2},
+		{"sub 2", PyList{Sub: sub}, 5, 2, 3},
+		{"sub 0 (a diffusion model)", PyList{Sub: sub}, 4, 0, 4},
+		{"sub clamps at 0", PyList{Sub: sub}, 1, 2, 0},
+		{"add and sub", PyList{Add: 1, Sub: sub}, 3, 2, 2},
+	} {
+		if got := c.l.Count(c.n, c.sub); got != c.want {
+			t.Errorf("%s: Count(%d, %d) = %d, want %d", c.name, c.n, c.sub, got, c.want)
+		}
 	}
 }

@@ -121,7 +121,21 @@ type PyList struct {
 	Path      string
 	Len       bool  // each item's length instead of the item (vLLM: sampled tokens)
 	Add       int64 // added to each count (-1: the bonus token)
-	Line      int
+	// Sub, for counts: one number read with them and taken from each, the
+	// count then clamped at 0 (vLLM's max(len(sampled) -
+	// num_sampled_tokens_per_step, 0), whose second term is the run's).
+	Sub  *PyList
+	Line int
+}
+
+// Count is the accepted count of an item read as n (or its length): n plus
+// Add, less sub where the spec reads one, never below 0 then.
+func (l *PyList) Count(n, sub int64) int64 {
+	n += l.Add
+	if l.Sub != nil {
+		n = max(n-sub, 0)
+	}
+	return n
 }
 
 // ReturnArg names a stage's return value where a spec names an argument.

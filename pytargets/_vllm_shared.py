@@ -18,7 +18,7 @@ from _workload import stage_work
 
 @dataclasses.dataclass
 class SamplerOutput:
-    sampled_token_ids: List[List[int]]      # per request: accepted drafts + 1 bonus/sampled token
+    sampled_token_ids: List[List[int]]      # per request: accepted drafts + the sampled tokens (1 or more)
     logprobs_tensors: object = None
     num_nans: object = None
     num_sampled: Optional[List[int]] = None
@@ -26,10 +26,14 @@ class SamplerOutput:
 
 
 class Sampler:
+    def __init__(self, sampled_per_step=1):
+        self.sampled_per_step = sampled_per_step   # tokens a step samples (1 for a plain LLM)
+
     def __call__(self, logits, input_batch):
         h = stage_work(logits, 150 * input_batch.num_reqs)
-        toks = [[(h >> i) % 32000] for i in range(input_batch.num_reqs)]
-        return SamplerOutput(sampled_token_ids=toks, num_sampled=[1] * input_batch.num_reqs,
+        k = self.sampled_per_step
+        toks = [[(h >> i) % 32000 + j for j in range(k)] for i in range(input_batch.num_reqs)]
+        return SamplerOutput(sampled_token_ids=toks, num_sampled=[k] * input_batch.num_reqs,
                              num_rejected=[0] * input_batch.num_reqs)
 
 
@@ -49,8 +53,9 @@ class RejectionSampler:
             while n < len(drafts) and self.rng.random() < self.accept_p:
                 n += 1
             bonus = (h >> (i % 20)) % 32000
-            sampled.append(list(drafts[:n]) + [bonus])
-            num_sampled.append(n + 1)
+            k = self.sampler.sampled_per_step
+            sampled.append(list(drafts[:n]) + [bonus + j for j in range(k)])
+            num_sampled.append(n + k)
             num_rejected.append(len(drafts) - n)
         return SamplerOutput(sampled_token_ids=sampled, num_sampled=num_sampled,
                              num_rejected=num_rejected)

@@ -19,7 +19,8 @@ def make_runner(args):
     """The model runner and its batch order (the ground truth's order of a verify's requests)."""
     from vllm.config import SpeculativeConfig, VllmConfig
     cfg = VllmConfig(SpeculativeConfig(SPECULATORS[args.speculator], args.draft_len),
-                     max_num_seqs=args.max_batch, accept_p=args.accept_p, seed=args.seed)
+                     max_num_seqs=args.max_batch, accept_p=args.accept_p, seed=args.seed,
+                     sampled_per_step=args.sampled_per_step)
     order = None
     if args.runner == "v1":
         from vllm.v1.worker.gpu_model_runner import GPUModelRunner
@@ -62,10 +63,12 @@ def make_core(args):
         runner = _vllm_tp.RemoteRunner(args.tp, worker_argv(sys.argv[1:]))
         # The workers log their verifies; EngineCore only what runs in it.
         return EngineCore(runner, args.requests, args.max_batch, args.draft_len, args.max_new_tokens,
-                          args.seed, args.noise_calls, dummy_every=args.dummy_every, log_verify=False)
+                          args.seed, args.noise_calls, dummy_every=args.dummy_every, log_verify=False,
+                          sampled_per_step=args.sampled_per_step)
     runner, order = make_runner(args)
     return EngineCore(runner, args.requests, args.max_batch, args.draft_len, args.max_new_tokens,
-                      args.seed, args.noise_calls, dummy_every=args.dummy_every, order=order)
+                      args.seed, args.noise_calls, dummy_every=args.dummy_every, order=order,
+                      sampled_per_step=args.sampled_per_step)
 
 
 def tp_worker(args):
@@ -99,6 +102,9 @@ def main(argv=None):
                    help="Model Runner V2's speculator")
     p.add_argument("--dummy-every", type=int, default=0, metavar="N",
                    help="every N steps, also a dummy run (as an idle data-parallel rank makes)")
+    p.add_argument("--sampled-per-step", type=int, default=1, metavar="N",
+                   help="tokens each step samples besides the accepted drafts (the scheduler's"
+                        " num_sampled_tokens_per_step; 1 for a plain LLM)")
     p.add_argument("--tp", type=int, default=1,
                    help="TP ranks: with more than 1, EngineCore runs here and the runner in one"
                         " worker process per rank (_vllm_tp.py)")
@@ -106,8 +112,12 @@ def main(argv=None):
     p.add_argument("--tp-fds", default="", help=argparse.SUPPRESS)
     _entry.add_common_args(p)
     args = p.parse_args(argv)
-    if args.shape == "autumn2026" and (args.runner != "v2" or args.speculator != "eagle" or args.dummy_every):
-        p.error("the autumn2026 shape has Model Runner V2 with EAGLE only, and no dummy runs")
+    if args.shape == "autumn2026" and (args.runner != "v2" or args.speculator != "eagle" or args.dummy_every
+                                       or args.sampled_per_step != 1):
+        p.error("the autumn2026 shape has Model Runner V2 with EAGLE only, no dummy runs and one"
+                " token sampled per step")
+    if args.sampled_per_step < 1:
+        p.error("--sampled-per-step: at least 1")
     if args.tp > 1 and args.shape == "autumn2026":
         p.error("--tp goes with today's shape")
     if args.tp > 1 and args.tp_worker < 0 and _title() != "VLLM::EngineCore":

@@ -296,7 +296,7 @@ func (p *pyCalls) applyCounts(tid uint32, at uint64, rids []string, counts []int
 	p.match.Counts(tid, at, rids, counts)
 }
 
-// acceptCounts reads the requests, their counts (plus Add) and the
+// acceptCounts reads the requests, their counts (PyList.Count) and the
 // requests that had drafts from an accept stage's fields.
 func (p *pyCalls) acceptCounts(t *loader.PyTarget, read *loader.PyCallRead) ([]string, []int64, error) {
 	v, path, err := field(t, read, loader.RoleRequests)
@@ -311,13 +311,27 @@ func (p *pyCalls) acceptCounts(t *loader.PyTarget, read *loader.PyCallRead) ([]s
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	var sub int64
+	if t.Stage.Accepted.Sub != nil {
+		b, path, err := field(t, read, loader.RoleSub)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var ok bool
+		if len(b.Values) == 1 && !b.List {
+			sub, ok = b.Values[0].(int64)
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: not one int to take from each count", path)
+		}
+	}
 	counts := make([]int64, len(a.Values))
 	for i, c := range a.Values {
 		n, ok := c.(int64)
 		if !ok {
 			return nil, nil, fmt.Errorf("%s: item %d: a %s, not an int", path, i, p.describe(c))
 		}
-		counts[i] = n + t.Stage.Accepted.Add
+		counts[i] = t.Stage.Accepted.Count(n, sub)
 	}
 	if len(counts) != len(rids) {
 		return nil, nil, fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))

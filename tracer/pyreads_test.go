@@ -102,3 +102,33 @@ func TestPyCallsCounts(t *testing.T) {
 		t.Errorf("last error %q", p.Stats.LastError)
 	}
 }
+
+// A count's sub is read with the counts and taken from each, never below
+// 0; a sub that is not one int gives no counts, said.
+func TestPyCallsCountsSub(t *testing.T) {
+	verify := pyTarget(t, "verify", "    requests: {arg: b, id: rid}\n    accepted: {arg: return, path: \"[*]\", sub: {arg: self, path: n}}\n",
+		loader.RoleRequests, loader.RoleAccepted, loader.RoleSub)
+	out := &steps{}
+	late := spanbuilder.NewLateAccept(out)
+	p := &pyCalls{sites: func(int) (*loader.PyTarget, bool) { return &verify, true }, late: late, pending: map[callKey][]pendingRead{}}
+	p.handle(&spanbuilder.Event{TID: 1})
+	p.handle(&spanbuilder.Event{TID: 1, Exit: true, BootNs: 9, Read: read(list("a", "b"), list(int64(5), int64(1)), one(int64(2)))})
+	for _, rid := range []string{"a", "b"} {
+		late.Step(spanbuilder.Step{RequestID: rid, Calls: []spanbuilder.Call{{Stage: "verify", TID: 1, EndBoot: 9}}})
+	}
+	late.Expire(time.Now().Add(time.Hour))
+	var got []int64
+	for _, st := range out.out {
+		for _, v := range st.Calls[0].Values {
+			got = append(got, v.V)
+		}
+	}
+	if !reflect.DeepEqual(got, []int64{3, 0}) {
+		t.Errorf("counts %v, want [3 0] (5-2, and 1-2 clamped at 0)", got)
+	}
+	p.handle(&spanbuilder.Event{TID: 1})
+	p.handle(&spanbuilder.Event{TID: 1, Exit: true, BootNs: 10, Read: read(list("a"), list(int64(5)), list(int64(2)))})
+	if !strings.Contains(p.Stats.LastError, "not one int to take from each count") {
+		t.Errorf("last error %q", p.Stats.LastError)
+	}
+}

@@ -316,7 +316,7 @@ func (u *userReads) evalIDs(frame *pyproc.Frame, arg, path string) ([]string, er
 }
 
 // evalCounts reads an accepted-count list: the items, or with Len each
-// item's length, plus Add.
+// item's length, plus Add, less Sub (PyList.Count).
 func (u *userReads) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64, error) {
 	obj, err := u.proc.Local(frame, l.Arg)
 	if err != nil {
@@ -325,6 +325,12 @@ func (u *userReads) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64, 
 	v, err := u.proc.Eval(obj, l.Path)
 	if err != nil {
 		return nil, err
+	}
+	var sub int64
+	if l.Sub != nil {
+		if sub, err = u.evalInt(frame, l.Sub); err != nil {
+			return nil, err
+		}
 	}
 	items, ok := v.([]pyproc.Value)
 	if !ok {
@@ -337,14 +343,31 @@ func (u *userReads) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64, 
 			if !ok {
 				return nil, fmt.Errorf("%s: item %d: expected a list to take the length of, got %T", l.Path, i, it)
 			}
-			out[i] = int64(len(list)) + l.Add
+			out[i] = l.Count(int64(len(list)), sub)
 			continue
 		}
 		n, ok := it.(int64)
 		if !ok {
 			return nil, fmt.Errorf("%s: item %d: expected an int, got %T", l.Path, i, it)
 		}
-		out[i] = n + l.Add
+		out[i] = l.Count(n, sub)
 	}
 	return out, nil
+}
+
+// evalInt reads one int (a count's sub).
+func (u *userReads) evalInt(frame *pyproc.Frame, l *probes.PyList) (int64, error) {
+	obj, err := u.proc.Local(frame, l.Arg)
+	if err != nil {
+		return 0, err
+	}
+	v, err := u.proc.Eval(obj, l.Path)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("%s: expected an int, got %T", l.Path, v)
+	}
+	return n, nil
 }

@@ -24,3 +24,6 @@ class VllmConfig:
     max_num_seqs: int = 4
     accept_p: float = 0.7      # test-only
     seed: int = 1              # test-only
+    # test-only: tokens a step samples besides the accepted drafts (upstream: the runner's
+    # model_state.num_new_sampled_tokens_per_step, the scheduler's num_sampled_tokens_per_step)
+    sampled_per_step: int = 1

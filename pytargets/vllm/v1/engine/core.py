@@ -16,8 +16,8 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 class EngineCore(Arrivals):
     def __init__(self, model_runner, num_requests, max_num_seqs, num_spec_tokens, max_tokens,
-                 seed, noise_calls, dummy_every=0, order=None, log_verify=True):
-        self.scheduler = Scheduler(max_num_seqs, num_spec_tokens, noise_calls)
+                 seed, noise_calls, dummy_every=0, order=None, log_verify=True, sampled_per_step=1):
+        self.scheduler = Scheduler(max_num_seqs, num_spec_tokens, noise_calls, sampled_per_step)
         self.model_runner = model_runner
         self.dummy_every = dummy_every
         self.order = order   # test-only: the runner's batch order, for the ground truth

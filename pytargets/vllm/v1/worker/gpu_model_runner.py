@@ -26,7 +26,7 @@ from vllm.v1.worker.gpu.sample.sampler import Sampler
 class GPUModelRunner:
     def __init__(self, vllm_config, device=None):
         k = vllm_config.speculative_config.num_speculative_tokens
-        self.sampler = Sampler()
+        self.sampler = Sampler(vllm_config.sampled_per_step)
         self.rejection_sampler = RejectionSampler(self.sampler, k, vllm_config.accept_p, vllm_config.seed)
         self.drafter = EagleProposer(k, vllm_config.seed)
         self.work_rng = random.Random(vllm_config.seed * 7919 + 1)

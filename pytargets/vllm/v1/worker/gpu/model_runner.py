@@ -50,7 +50,7 @@ class GPUModelRunner:
         k = vllm_config.speculative_config.num_speculative_tokens
         self.num_speculative_steps = k
         self.decode_query_len = 1 + k
-        self.sampler = Sampler()
+        self.sampler = Sampler(vllm_config.sampled_per_step)
         self.speculator = init_speculator(vllm_config, device)
         self.rejection_sampler = RejectionSampler(self.sampler, k, vllm_config.accept_p, vllm_config.seed)
         self.work_rng = random.Random(vllm_config.seed * 7919 + 1)
