@@ -59,6 +59,10 @@ func (e *ModuleNotFoundError) Error() string {
 // only while it shuts down (the target is exiting).
 var ErrFinalizing = errors.New("the interpreter is shutting down (sys.modules is gone)")
 
+// ErrNoInterpreter: the runtime lists no interpreter, before it is
+// initialised or once it has finalised.
+var ErrNoInterpreter = errors.New("no interpreter")
+
 // Exiting tells whether err comes of the target's exit: its interpreter
 // shutting down, or the process gone by the time of the read.
 func Exiting(err error) bool {

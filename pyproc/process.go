@@ -183,7 +183,7 @@ func (p *Process) Close() error {
 func (p *Process) mainInterp() (uint64, error) {
 	in, err := p.m.ptr(p.runtime + p.layout.InterpretersHead)
 	if err != nil {
-		return 0, fmt.Errorf("no interpreter (is the runtime initialised?): %w", err)
+		return 0, fmt.Errorf("%w (is the runtime initialised?): %w", ErrNoInterpreter, err)
 	}
 	for i := 0; i < 1024; i++ {
 		next, err := p.m.optPtr(in + p.layout.InterpNext)

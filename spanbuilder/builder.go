@@ -129,6 +129,8 @@ type thread struct {
 	// step's start) and how many calls the step had.
 	prev     string
 	topStart int
+	first    string // stage of the step's first top-level call
+	raised   bool   // the latest top-level call ended with an error
 }
 
 // New returns a Builder for the given sites; clock converts boot time to wall time.
@@ -157,11 +159,15 @@ func (b *Builder) Add(e *Event) {
 	if !e.Exit {
 		// Steps are told apart by the order in which top-level calls begin; a
 		// stage called from inside another belongs to the outer call's step.
-		stage := b.sites[e.Site].Stage
+		site := b.sites[e.Site]
+		stage := site.Stage
 		switch {
 		case len(t.open) == 0:
-			if spanschema.NewStep(t.last, stage) {
+			if spanschema.NewStep(t.last, stage) || spanschema.RepeatBegins(t.first, stage, site.Batch, t.raised) {
 				b.flushStep(e.TID, t)
+			}
+			if t.last == "" {
+				t.first = stage
 			}
 			t.prev, t.last, t.topStart = t.last, stage, len(t.step)
 		case spanschema.NewStep(t.prev, stage):
@@ -198,6 +204,9 @@ func (b *Builder) Add(e *Event) {
 		oc.requests = e.Requests
 	}
 	b.finish(e.TID, t, oc, e.BootNs, e.Err)
+	if len(t.open) == 0 {
+		t.raised = e.Err != ""
+	}
 }
 
 func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
@@ -219,7 +228,7 @@ func (b *Builder) splitStep(tid uint32, t *thread) {
 	t.step = t.step[:t.topStart]
 	b.flushStep(tid, t)
 	t.step = append(t.step, rest...)
-	t.last, t.prev, t.topStart = last, "", 0
+	t.last, t.prev, t.topStart, t.first = last, "", 0, last
 }
 
 // flushStep hands the thread's current step to the sink, once per request it served.

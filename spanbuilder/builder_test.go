@@ -638,8 +638,8 @@ func TestDraftInsideVerify(t *testing.T) {
 		enter(200, 1, siteVerify, ""),
 		enter(210, 1, siteDraft, "r"),
 		exit(220, 1, siteDraft, ""),
-		exit(250, 1, siteVerify, ""),
-		// A verify retried in the same step (no nested draft) stays in it.
+		raised(exit(250, 1, siteVerify, "")),
+		// A verify retried after it raised (no nested draft) stays in its step.
 		enter(260, 1, siteVerify, ""),
 		exit(270, 1, siteVerify, ""),
 	)
@@ -651,9 +651,50 @@ func TestDraftInsideVerify(t *testing.T) {
 		call{"verify", 100, 150, "r", nil, ""},
 		call{"draft", 110, 120, "r", nil, ""})
 	checkStep(t, rec.steps[1], "r", 1,
-		call{"verify", 200, 250, "r", nil, ""},
+		call{"verify", 200, 250, "r", nil, "raised VerifyFailed"},
 		call{"draft", 210, 220, "r", nil, ""},
 		call{"verify", 260, 270, "r", nil, ""})
+}
+
+func serving(e *spanbuilder.Event, rids ...string) *spanbuilder.Event {
+	e.Requests = rids
+	return e
+}
+
+func raised(e *spanbuilder.Event) *spanbuilder.Event {
+	e.Err = "raised VerifyFailed"
+	return e
+}
+
+// TestRepeatedBatchStage: a step whose only top-level stage is a batch
+// stage (SGLang DFlash verifies, and drafts, inside one call): each call
+// that follows one that did not raise begins the next step; a per-request
+// stage repeats within its step.
+func TestRepeatedBatchStage(t *testing.T) {
+	b, rec := newBuilder()
+	add(b,
+		enter(100, 1, siteVerify, ""), serving(exit(110, 1, siteVerify, ""), "r"),
+		enter(200, 1, siteVerify, ""), raised(serving(exit(210, 1, siteVerify, ""), "r")),
+		enter(220, 1, siteVerify, ""), serving(exit(230, 1, siteVerify, ""), "r"),
+		enter(300, 1, siteVerify, ""), serving(exit(310, 1, siteVerify, ""), "r"),
+		// Per-request drafts, then their batch verify: one step.
+		enter(400, 2, siteDraft, "a"), exit(410, 2, siteDraft, ""),
+		enter(420, 2, siteDraft, "b"), exit(430, 2, siteDraft, ""),
+		enter(440, 2, siteVerify, ""), exit(450, 2, siteVerify, ""),
+	)
+	b.Flush(1000, "end")
+	var got [][]uint64 // per step, its calls' starts
+	for _, st := range rec.steps {
+		var starts []uint64
+		for _, c := range st.Calls {
+			starts = append(starts, uint64(c.Start.UnixNano()-offset))
+		}
+		got = append(got, starts)
+	}
+	want := [][]uint64{{100}, {200, 220}, {300}, {400, 440}, {420, 440}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("steps (their calls' starts) %v, want %v", got, want)
+	}
 }
 
 // A spec may read num_drafts at several stages; they count the same drafts,

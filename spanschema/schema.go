@@ -38,6 +38,16 @@ func NewStep(last, next string) bool {
 	return l >= 0 && n >= 0 && n < l
 }
 
+// RepeatBegins tells whether a top-level call of a batch stage next begins
+// the next decode step though it goes back to no earlier stage: the step
+// began with a call of that stage (first) and its latest top-level call
+// did not raise. A batch stage serves its whole batch once a step, so a
+// second call is the next step's (DFlash, whose one stage is its verify);
+// a call after one that raised is the retry, in the same step.
+func RepeatBegins(first, next string, batch, lastRaised bool) bool {
+	return batch && first != "" && next == first && !lastRaised
+}
+
 // Span names besides the stage spans.
 const (
 	// DecodeForward spans a request's decode phase on one thread (as much of

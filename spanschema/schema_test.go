@@ -33,6 +33,25 @@ func TestNewStep(t *testing.T) {
 	}
 }
 
+func TestRepeatBegins(t *testing.T) {
+	for _, c := range []struct {
+		first, next       string
+		batch, lastRaised bool
+		want              bool
+	}{
+		{"verify", "verify", true, false, true}, // DFlash: each verify its own step
+		{"verify", "verify", true, true, false}, // the retry of a verify that raised
+		{"draft", "draft", false, false, false}, // per-request drafts of one step
+		{"draft", "verify", true, false, false}, // not the step's first stage
+		{"", "verify", true, false, false},      // a step's first call
+		{"draft", "draft", true, false, true},   // a batch draft again: the next step
+	} {
+		if got := spanschema.RepeatBegins(c.first, c.next, c.batch, c.lastRaised); got != c.want {
+			t.Errorf("RepeatBegins(%q, %q, batch %v, raised %v) = %v, want %v", c.first, c.next, c.batch, c.lastRaised, got, c.want)
+		}
+	}
+}
+
 func TestStageNames(t *testing.T) {
 	for _, c := range []struct {
 		stage, span string

@@ -77,8 +77,9 @@ func (p *pySession) codeFreed(site int) {
 	code, err := p.proc.FindCode(st.Module, st.Qualname)
 	var gone *pyproc.ModuleNotFoundError
 	switch {
-	case errors.As(err, &gone), pyproc.Exiting(err):
-		// The module went with it: the interpreter is shutting down.
+	case errors.As(err, &gone), pyproc.Exiting(err), errors.Is(err, pyproc.ErrNoInterpreter):
+		// The module went with it: the interpreter is shutting down (or has
+		// finalised: it was running at attach, so no interpreter now is the end).
 	case err != nil:
 		fmt.Fprintf(p.log, "specprobe: stage %s (%s.%s): its code object was freed and the function is gone (%v): no longer traced\n", st.Name, st.Module, st.Qualname, err)
 	case code.Addr == old || code.Suspends() || code.Immortal:
