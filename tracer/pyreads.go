@@ -28,10 +28,10 @@ type pyCalls struct {
 	match   counter                   // nil without an accept stage
 	pending map[callKey][]pendingRead // user reads, a stack per site and thread
 	// With the spec's same_batch: the requests a call of the thread's
-	// current step named (nil map without same_batch), and the order of the
-	// stage last entered, to tell when a step begins.
-	stepRids  map[uint32][]string
-	lastStage map[uint32]string
+	// current step named (nil map without same_batch), and where each
+	// thread is in its step, to tell when a step begins.
+	stepRids map[uint32][]string
+	stepPos  map[uint32]*stepPos
 	// typeName names the type of a value read (for messages).
 	typeName func(uint64) string
 	Stats    PyStats
@@ -64,6 +64,31 @@ type callKey struct {
 	tid  uint32
 }
 
+// stepPos is where a thread is in its step, by the rules the span builder
+// steps by (spanschema): Python stages are batch stages.
+type stepPos struct {
+	last, first string
+	raised      bool // the latest call's exit had an error
+	begun       bool // the latest entry began a step
+}
+
+// next is the position after e, a call of stage name.
+func (s *stepPos) next(name string, e *spanbuilder.Event) *stepPos {
+	if s == nil {
+		s = &stepPos{}
+	}
+	if e.Exit {
+		s.raised, s.begun = e.Err != "", false
+		return s
+	}
+	s.begun = spanschema.NewStep(s.last, name) || spanschema.RepeatBegins(s.first, name, true, s.raised)
+	if s.begun || s.first == "" {
+		s.first = name
+	}
+	s.last = name
+	return s
+}
+
 // handle takes a Python stage's event before the builder does; false for
 // events that make no span.
 func (p *pyCalls) handle(e *spanbuilder.Event) bool {
@@ -75,11 +100,11 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		p.user.release(p, e.TID, e.BootNs)
 	}
 	name := t.Stage.Name
-	if p.stepRids != nil && !e.Exit && !e.Cancel {
-		if spanschema.NewStep(p.lastStage[e.TID], name) {
+	if p.stepRids != nil && !e.Cancel {
+		p.stepPos[e.TID] = p.stepPos[e.TID].next(name, e)
+		if p.stepPos[e.TID].begun {
 			delete(p.stepRids, e.TID)
 		}
-		p.lastStage[e.TID] = name
 	}
 	span := name != probes.Accept
 	if t.UserReads() {

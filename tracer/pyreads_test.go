@@ -132,3 +132,37 @@ func TestPyCallsCountsSub(t *testing.T) {
 		t.Errorf("last error %q", p.Stats.LastError)
 	}
 }
+
+// stepPos tells where same_batch's steps begin, as the span builder does:
+// an earlier stage, or the step's first stage again after a call that did
+// not raise.
+func TestStepPos(t *testing.T) {
+	type ev struct {
+		stage string
+		exit  bool
+		err   string
+	}
+	in, out := func(s string) ev { return ev{s, false, ""} }, func(s string) ev { return ev{s, true, ""} }
+	for _, c := range []struct {
+		name  string
+		evs   []ev
+		begun []bool // per entry
+	}{
+		{"eagle", []ev{in("draft"), out("draft"), in("verify"), out("verify"), in("draft_extend"), out("draft_extend"), in("draft")}, []bool{false, false, false, true}},
+		{"one stage", []ev{in("verify"), out("verify"), in("verify"), out("verify"), in("verify")}, []bool{false, true, true}},
+		{"retry after a raise", []ev{in("verify"), {"verify", true, "raised X"}, in("verify"), out("verify"), in("verify")}, []bool{false, false, true}},
+		{"draft nested in the verify", []ev{in("verify"), in("draft"), out("draft"), out("verify"), in("verify"), in("draft")}, []bool{false, true, false, true}},
+	} {
+		var s *stepPos
+		var got []bool
+		for _, e := range c.evs {
+			s = s.next(e.stage, &spanbuilder.Event{Exit: e.exit, Err: e.err})
+			if !e.exit {
+				got = append(got, s.begun)
+			}
+		}
+		if !reflect.DeepEqual(got, c.begun) {
+			t.Errorf("%s: steps begun %v, want %v", c.name, got, c.begun)
+		}
+	}
+}

@@ -140,14 +140,14 @@ func (p *pySession) start(sess *loader.Session, late *spanbuilder.LateAccept, ma
 	if p == nil {
 		return
 	}
-	p.calls = &pyCalls{sites: sess.PySite, match: match, late: late, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}, lastStage: map[uint32]string{}}
+	p.calls = &pyCalls{sites: sess.PySite, match: match, late: late, typeName: p.proc.TypeName, pending: map[callKey][]pendingRead{}}
 	for _, t := range p.targets {
 		if t.UserReads() {
 			p.calls.user = &userReads{proc: p.proc, held: map[uint32]heldCounts{}}
 		}
 	}
 	if p.sameBatch {
-		p.calls.stepRids = map[uint32][]string{}
+		p.calls.stepRids, p.calls.stepPos = map[uint32][]string{}, map[uint32]*stepPos{}
 	}
 }
 

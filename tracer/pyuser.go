@@ -318,11 +318,7 @@ func (u *userReads) evalIDs(frame *pyproc.Frame, arg, path string) ([]string, er
 // evalCounts reads an accepted-count list: the items, or with Len each
 // item's length, plus Add, less Sub (PyList.Count).
 func (u *userReads) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64, error) {
-	obj, err := u.proc.Local(frame, l.Arg)
-	if err != nil {
-		return nil, err
-	}
-	v, err := u.proc.Eval(obj, l.Path)
+	v, err := u.eval(frame, l)
 	if err != nil {
 		return nil, err
 	}
@@ -355,13 +351,18 @@ func (u *userReads) evalCounts(frame *pyproc.Frame, l *probes.PyList) ([]int64, 
 	return out, nil
 }
 
-// evalInt reads one int (a count's sub).
-func (u *userReads) evalInt(frame *pyproc.Frame, l *probes.PyList) (int64, error) {
+// eval reads l.Arg's l.Path in frame.
+func (u *userReads) eval(frame *pyproc.Frame, l *probes.PyList) (pyproc.Value, error) {
 	obj, err := u.proc.Local(frame, l.Arg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	v, err := u.proc.Eval(obj, l.Path)
+	return u.proc.Eval(obj, l.Path)
+}
+
+// evalInt reads one int (a count's sub).
+func (u *userReads) evalInt(frame *pyproc.Frame, l *probes.PyList) (int64, error) {
+	v, err := u.eval(frame, l)
 	if err != nil {
 		return 0, err
 	}
