@@ -163,6 +163,22 @@ func userDir(t *testing.T) string {
 	return dir
 }
 
+// userCopy copies a file of the repository into dir for the unprivileged
+// user to run: the checkout may be where that user cannot read (a clone in
+// root's mktemp -d, mode 0700).
+func userCopy(t *testing.T, dir string, path ...string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(append([]string{repoRoot(t)}, path...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, path[len(path)-1])
+	if err := os.WriteFile(dst, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // runAs starts argv as the unprivileged user with a pipe to its stdin,
 // waits for "ready" on its stdout when ready is set, and kills it when the
 // test ends.
@@ -254,7 +270,7 @@ func sectionHeader(t *testing.T, b []byte, name string) int {
 // hostilePython runs pyproc's hostile_modules.py (Debian's python3.11, which
 // the unprivileged user can run) with args.
 func hostilePython(t *testing.T, args ...string) int {
-	script := filepath.Join(repoRoot(t), "pyproc", "testdata", "hostile_modules.py")
+	script := userCopy(t, userDir(t), "pyproc", "testdata", "hostile_modules.py")
 	cmd, _ := runAs(t, true, append([]string{"/usr/bin/python3.11", script}, args...)...)
 	return cmd.Process.Pid
 }
@@ -293,7 +309,7 @@ func coveredInterpreter(t *testing.T, dir string) int {
 		_ = os.WriteFile(filepath.Join(dir, "mods", f), nil, 0o644)
 	}
 	watch := watchOpens(t, decoy)
-	script := filepath.Join(repoRoot(t), "integration", "testdata", "cover_interpreter.py")
+	script := userCopy(t, dir, "integration", "testdata", "cover_interpreter.py")
 	cmd, stdin := runAs(t, true, "unshare", "-Urm", "/usr/bin/python3.11", script, decoy, filepath.Join(dir, "mods"))
 	_, _ = io.WriteString(stdin, "import\n")
 	t.Cleanup(func() {
