@@ -3,9 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -17,37 +14,26 @@ func probesCmd() *cobra.Command {
 		Use:   "probes",
 		Short: "List, show and check probe specs",
 	}
-	cmd.AddCommand(&cobra.Command{
+	var output string
+	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the engines in the catalog",
-		Args:  cobra.NoArgs,
+		Long: "List the engines in the catalog. On a terminal each description is cut to fit its width;\n" +
+			"-o wide adds the MATCHES column (what attach matches a process by) and cuts nothing.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "wide" {
+				return fmt.Errorf("--output %q: the only format is wide", output)
+			}
 			specs, err := probes.Catalog()
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ENGINE\tSTAGES\tMATCHES\tDESCRIPTION")
-			for _, s := range specs {
-				var stages []string
-				for _, n := range probes.StageNames {
-					if s.Stages[n] != nil {
-						stages = append(stages, n)
-					}
-				}
-				match := slices.Concat(s.Match.Exe, s.Match.Cmdline, s.Match.Library)
-				for _, m := range s.Match.Module {
-					match = append(match, "import "+m)
-				}
-				desc := s.Description
-				if i := strings.Index(desc, ". "); i > 0 {
-					desc = desc[:i]
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Label(), strings.Join(stages, ","), strings.Join(match, ","), desc)
-			}
-			return w.Flush()
+			return writeList(os.Stdout, catalogRows(specs), listWidth(os.Stdout), output == "wide")
 		},
-	})
+	}
+	list.Flags().StringVarP(&output, "output", "o", "", "wide: every column, nothing cut")
+	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ENGINE",
 		Short: "Print a catalog spec (a starting point for your own)",
