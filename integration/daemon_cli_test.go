@@ -169,7 +169,7 @@ func TestDaemonCollectorDown(t *testing.T) {
 // DaemonSet grants (deploy/kubernetes/specprobe.yaml) and checks it still
 // traces a native and a Python target: the manifest's list is enough.
 func TestDaemonLeastCapabilities(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
 		t.Skip("setpriv (util-linux) not installed: cannot drop capabilities")

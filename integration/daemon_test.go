@@ -243,7 +243,7 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 // after another: each must be attached within a second of its start, traced
 // as its ground-truth log says, and detached when it exits.
 func TestDaemonFindsTargets(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	cfg := daemon.Defaults()
 	cfg.Listen = "127.0.0.1:0"
 	f := startFleet(t, cfg)
@@ -313,7 +313,7 @@ func TestDaemonFindsTargets(t *testing.T) {
 // resolved through /proc/PID/root and traced exactly; spans name the host's
 // PIDs and thread ids.
 func TestDaemonContainers(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare(1) (util-linux) to make namespaces")
 	}
@@ -426,7 +426,7 @@ func TestDaemonChurn(t *testing.T) {
 // with sglang-ngram (the scheduler's title matches the default spec, which
 // must not win). Either way the spans of the run equal the target's log.
 func TestDaemonWorkerVariant(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)

@@ -22,7 +22,7 @@ import (
 // runs on unharmed: x86 has four per thread, so a fifth watched stage fails,
 // and so does the first while a debugger (gdb) holds all four.
 func TestDebugRegisters(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)

@@ -31,6 +31,17 @@ func repoRoot(t testing.TB) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
+// needWatchpoints: a Python target is traced through hardware watchpoints.
+// On a machine that accepts them but never fires them (some hypervisors),
+// what the test checks cannot happen there, and it says so.
+func needWatchpoints(t testing.TB) {
+	t.Helper()
+	needRoot(t)
+	if err := loader.WatchpointsFire(); err != nil {
+		t.Skipf("cannot run on this machine: %v", err)
+	}
+}
+
 func needRoot(t testing.TB) {
 	t.Helper()
 	if testing.Short() {

@@ -396,7 +396,7 @@ func (d *daemonCLI) listed(pid int) bool {
 // command_line redacted. With command_line full it is on the resource: the
 // check can see it where it is.
 func TestNoSecretExported(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)

@@ -36,7 +36,7 @@ var interpreters = []string{
 // object and checks it sees exactly one entry and one exit per call, on every
 // thread, including one created after arming.
 func TestWatchpointCountsCalls(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	for _, py := range interpreters {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(py)))+"/"+filepath.Base(py), func(t *testing.T) {
 			if _, err := os.Stat(py); err != nil {
@@ -167,7 +167,7 @@ func describe(m map[int64]int, s *loader.Symbolizer) string {
 // told from a reference to the code taken while the function runs (f.f_code,
 // logging), and is taken as the latter (docs/python-notes.md).
 func TestRecursiveStage(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	spec := mainStageSpec(t, `{arg: batch, path: "reqs[*]", id: rid}`)
 	for _, py := range interpreters[:4] {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
@@ -228,7 +228,7 @@ func stageSession(t *testing.T, pid int) (*pyproc.Code, *loader.Session) {
 // interpreter: those references are no call, and dropping them must not
 // withdraw the call that is running.
 func TestStageReadsOwnCode(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	spec := mainStageSpec(t, `{arg: req, id: rid}`)
 	const calls = 200
 	for _, py := range interpreters {

@@ -128,7 +128,7 @@ func (s *tpServer) truth(t *testing.T) map[string][]*engineCall {
 // trace per request. The spec is detected as attach detects it: the
 // speculator's module is imported only in the workers.
 func TestVLLMTensorParallel(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	catalog, err := probes.Catalog()
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestVLLMTensorParallel(t *testing.T) {
 // TestServerDetach: tracing a server stopped while it runs on leaves no
 // breakpoint in any thread of any of its processes.
 func TestServerDetach(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	spec, err := probes.Lookup("vllm")
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func resourcePID(s sdktrace.ReadOnlySpan) int {
 // too; rank 1 is counted as other_rank and never attached. Every span is
 // exported once, equal to the server's log.
 func TestDaemonVLLMTensorParallel(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	cfg := daemon.Defaults()
 	cfg.Listen = "127.0.0.1:0"
 	f := startFleet(t, cfg)

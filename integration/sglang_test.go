@@ -464,8 +464,16 @@ func detect(t *testing.T, catalog []*probes.Spec, pid int) (*probes.Spec, error)
 	return probes.Detect(catalog, proc)
 }
 
-// pyTarget skips without root and returns a catalog spec and a pytargets script.
+// pyTarget skips without root or working watchpoints and returns a catalog
+// spec and a pytargets script.
 func pyTarget(t *testing.T, engine, script string) (*probes.Spec, string) {
+	t.Helper()
+	needWatchpoints(t)
+	return pySpec(t, engine, script)
+}
+
+// pySpec is pyTarget for a test that arms nothing (drift is refused first).
+func pySpec(t *testing.T, engine, script string) (*probes.Spec, string) {
 	t.Helper()
 	needRoot(t)
 	spec, err := probes.Lookup(engine)

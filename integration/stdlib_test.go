@@ -30,7 +30,7 @@ import (
 // back. Run both imported (module http.server) and as `python3 -m
 // http.server` (module __main__).
 func TestStdlibHTTPServer(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	spec, err := probes.Load(filepath.Join(repoRoot(t), "docs", "examples", "http-server.yaml"))
 	if err != nil {
 		t.Fatal(err)

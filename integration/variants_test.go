@@ -103,7 +103,7 @@ func TestCatalogSurvivesRename(t *testing.T) {
 // at attach against today's target, naming the arguments the function has,
 // and nothing is left armed.
 func TestDriftRefused(t *testing.T) {
-	_, script := pyTarget(t, "sglang", "run_sglang.py")
+	_, script := pySpec(t, "sglang", "run_sglang.py")
 	spec := autumnSpecs(t, "sglang")[0]
 	cmd, _ := startPyTarget(t, script, "/root/.pyenv/versions/3.12.1/bin/python3")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -366,7 +366,7 @@ func rankOf(t *testing.T, pid int, tp int) int {
 // it naming rank 0's PID and --any-rank; rank 0 is detected and traced
 // exactly with its own log, its ranks on the resource.
 func TestSGLangLauncher(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	catalog, err := probes.Catalog()
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +407,7 @@ func TestSGLangLauncher(t *testing.T) {
 // span it exports is rank 0's, once, equal to rank 0's log, with
 // sglang.tp_rank on its resource.
 func TestDaemonSkipsLauncher(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	cfg := daemon.Defaults()
 	cfg.Listen = "127.0.0.1:0"
 	f := startFleet(t, cfg)

@@ -50,6 +50,10 @@ func Doctor() []Check {
 
 	_, err = os.Stat("/sys/bus/event_source/devices/breakpoint")
 	add("breakpoint PMU", err == nil, errText(err, "hardware watchpoints available (for Python targets)"))
+	if err == nil {
+		err = WatchpointsFire()
+		add("watchpoints fire", err == nil, errText(err, "a watchpoint armed on a word counted each write to it"))
+	}
 
 	if b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
 		v := strings.TrimSpace(string(b))

@@ -379,3 +379,31 @@ func TestWatchDecoder(t *testing.T) {
 		})
 	}
 }
+
+// On 3.10 a stage whose counts come from its return loses the counts, not
+// the attach: what it reads from its arguments stays.
+func TestWithoutReturnReads(t *testing.T) {
+	for _, tc := range []struct {
+		name, stage string
+		dropped     bool
+	}{
+		{"counts from the return", "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n    accepted: {arg: return, path: \"[*]\"}\n", true},
+		{"a sub from the return", "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n    accepted: {arg: batch, path: \"n[*]\", sub: {arg: return, path: k}}\n", true},
+		{"counts from an argument", "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n    accepted: {arg: batch, path: \"n[*]\"}\n", false},
+		{"no counts", "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := spec(t, tc.stage).Stages["verify"]
+			kept, dropped := withoutReturnReads(st)
+			if dropped != tc.dropped {
+				t.Fatalf("dropped %v, want %v", dropped, tc.dropped)
+			}
+			if kept.Requests != st.Requests || (kept.Accepted == nil) != (dropped || st.Accepted == nil) {
+				t.Errorf("kept %+v from %+v", kept, st)
+			}
+			if dropped && st.Accepted == nil {
+				t.Error("the spec's own stage was changed")
+			}
+		})
+	}
+}

@@ -22,6 +22,9 @@ type PyTarget struct {
 	// something is read from user space instead.
 	Program     *PyProgram
 	NotCompiled string
+	// Degraded says what the stage gives up on this interpreter rather
+	// than refuse the attach (3.10: a verify's counts from its return).
+	Degraded string
 }
 
 // UserReads tells whether user space reads this stage's values from the
@@ -31,6 +34,14 @@ func (t PyTarget) UserReads() bool { return t.Program == nil && t.NotCompiled !=
 // Reads says where the stage's values are read, for attach and probes
 // check: "" when it reads none.
 func (t PyTarget) Reads() string {
+	r := t.reads()
+	if t.Degraded != "" {
+		r = strings.TrimPrefix(r+"; ", "; ") + t.Degraded
+	}
+	return r
+}
+
+func (t PyTarget) reads() string {
 	switch {
 	case t.Program != nil:
 		var paths []string
@@ -149,6 +160,12 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 	if err != nil {
 		return err
 	}
+	if in.Minor == 10 {
+		if kept, ok := withoutReturnReads(st); ok {
+			st = kept
+			t.Degraded = "on CPython 3.10 a return value cannot be read (the frame is cleared before its code is released): its spans carry no accepted counts"
+		}
+	}
 	t.Stage, in.Stage = st, st
 	if name, err := proc.CodeName(t.Code.Addr); err == nil {
 		if err := proc.CheckNameHash(name); err != nil {
@@ -175,10 +192,29 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 	return nil
 }
 
+// withoutReturnReads is st without the counts it reads from its return
+// value, and whether it had any.
+func withoutReturnReads(st *probes.Stage) (*probes.Stage, bool) {
+	fromReturn := func(l *probes.PyList) bool {
+		return l != nil && (l.Arg == ReturnArg || l.Sub != nil && l.Sub.Arg == ReturnArg)
+	}
+	if !fromReturn(st.Accepted) && !fromReturn(st.Drafted) {
+		return st, false
+	}
+	kept := *st
+	kept.Accepted, kept.Drafted = nil, nil
+	return &kept, true
+}
+
 // ArmPython watches each Python target's code object on every thread; their
 // sites follow the native ones. proc gives the interpreter's version, its
 // layouts and its threads' states (SetThreadState adds later threads).
 func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
+	if len(targets) > 0 {
+		if err := WatchpointsFire(); err != nil {
+			return err
+		}
+	}
 	v := proc.Version()
 	threads, _ := proc.Threads()
 	for _, t := range threads {
