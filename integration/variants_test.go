@@ -206,6 +206,12 @@ func TestDetectVariants(t *testing.T) {
 		{"eagle v2", "sglang::scheduler", []string{spec + "eagle_worker_v2"}, "sglang"},
 		{"ngram", "sglang::scheduler", []string{spec + "ngram_worker"}, "sglang-ngram"},
 		{"hybrid", "sglang::scheduler", []string{spec + "hybrid_controller", spec + "ngram_worker", spec + "eagle_worker_v2"}, "sglang-hybrid"},
+		// HYBRID is branch-only (sgl-project/sglang#37237): a main-branch server never
+		// imports hybrid_controller, so it never gets the branch's spec, whatever else
+		// it has imported.
+		{"main ngram", "sglang::scheduler", []string{spec + "ngram_worker", spec + "base_spec_worker", spec + "ngram_info"}, "sglang-ngram"},
+		{"main eagle and ngram", "sglang::scheduler", []string{spec + "ngram_worker", spec + "eagle_worker_v2"}, "sglang-ngram"},
+		{"main eagle", "sglang::scheduler", []string{spec + "eagle_worker_v2", spec + "eagle_worker_common"}, "sglang"},
 		{"frozen kv mtp", "sglang::scheduler", []string{spec + "frozen_kv_mtp_worker_v2", spec + "eagle_worker_v2"}, "sglang-frozen-kv-mtp"},
 		{"standalone", "sglang::scheduler", []string{spec + "standalone_worker_v2", spec + "eagle_worker_v2"}, "sglang-standalone"},
 		{"dflash", "sglang::scheduler", []string{spec + "dflash_worker_v2", spec + "dspark_components.dspark_draft"}, "sglang-dflash"},

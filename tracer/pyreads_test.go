@@ -49,6 +49,7 @@ func TestPyCallsHandle(t *testing.T) {
 	}{
 		{"requests read", read(list("a", "b"), one(int64(2))), true, false, []string{"a", "b"}, 0, ""},
 		{"int ids", read(list(int64(7)), one(int64(2))), true, false, []string{"7"}, 0, ""},
+		{"empty batch: serves none", read(list(), one(int64(2))), true, false, []string{}, 0, ""},
 		{"left out by when", read(list("a"), one(int64(1))), true, true, nil, 0, ""},
 		{"when unreadable: left out, said", read(list("a"), loader.PyValues{Err: bad}), true, true, nil, 1, "when: x: at x: item 2"},
 		{"requests unreadable: serves none", read(loader.PyValues{Err: bad}, one(int64(2))), true, false, []string{}, 1, "verify: x"},

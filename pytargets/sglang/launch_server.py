@@ -1,7 +1,7 @@
 """Mirrors python/sglang/launch_server.py's process layout (test target): the launcher
 (python -m sglang.launch_server) runs the HTTP server and tokenizer manager and imports no
 speculative worker module; it starts one scheduler process per TP rank (here run_sglang.py),
-titled as upstream's configure_scheduler_process titles them (sgl-project/sglang 02a3cd954bab):
+titled as upstream's configure_scheduler_process titles them (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md):
 sglang::scheduler with TP=1, sglang::scheduler_TP<r> with TP > 1. The title is put in argv[0]
 (a stand-in for setproctitle, which pytargets cannot use). Every rank runs the same requests.
 

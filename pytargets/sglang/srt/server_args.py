@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/server_args.py (sgl-project/sglang 02a3cd954bab): only the fields
+"""Mirrors python/sglang/srt/server_args.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md): only the fields
 the speculative path here reads. Upstream workers read most of them through
 runtime_context.get_spec(); here they stay on ServerArgs."""
 import dataclasses

@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/distributed/parallel_state_wrapper.py (sgl-project/sglang
-02a3cd954bab): the ranks a spec-v2 worker is built with (one ParallelState instead of the
+02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md): the ranks a spec-v2 worker is built with (one ParallelState instead of the
 tp_rank, dp_rank, moe_ep_rank, ... arguments of older releases)."""
 import dataclasses
 from typing import Optional

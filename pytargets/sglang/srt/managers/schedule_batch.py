@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/managers/schedule_batch.py (sgl-project/sglang 02a3cd954bab; Req's
+"""Mirrors python/sglang/srt/managers/schedule_batch.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md; Req's
 counters as updated in batch_result_processor.py at df80246e0a3e): Req (plain class) and
 ScheduleBatch, the batch every spec-v2 worker method now takes (ModelWorkerBatch is gone from
 the workers' signatures)."""

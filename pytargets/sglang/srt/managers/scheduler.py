@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/managers/scheduler.py (sgl-project/sglang 02a3cd954bab): a
+"""Mirrors python/sglang/srt/managers/scheduler.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md): a
 single-threaded scheduler per rank that runs every stage on its main thread. event_loop_overlap
 launches step N+1 before the results of step N are processed (so step N's accept counts
 resolve after step N+1's draft and verify ran); event_loop_normal processes each step's

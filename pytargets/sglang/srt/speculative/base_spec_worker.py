@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/base_spec_worker.py (sgl-project/sglang 02a3cd954bab):
+"""Mirrors python/sglang/srt/speculative/base_spec_worker.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md):
 BaseSpecWorker and EagleDraftWorkerBase (the base of the EAGLE-family draft workers; older
 releases called it BaseDraftWorker)."""
 from abc import ABC

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/dflash_worker_v2.py (sgl-project/sglang 0057abea41fc):
+"""Mirrors python/sglang/srt/speculative/dflash_worker_v2.py (sgl-project/sglang 0057abea41fc, a stored copy not shown to be main's newest: docs/upstream.md):
 DFlashWorkerV2(BaseSpecWorker) drafts a block with its draft model and verifies it inline in
 forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
 pp_proxy_tensors=None): no draft or verify method of its own. A decode batch keeps

@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/speculative/eagle_worker_common.py (sgl-project/sglang
-02a3cd954bab): the verify body and input builders shared by the EAGLE V2, multi-layer EAGLE and
+02a3cd954bab, the HYBRID branch (#37237) copy; main's newest is 13a7ffeceaf3, not mirrored yet: docs/upstream.md): the verify body and input builders shared by the EAGLE V2, multi-layer EAGLE and
 UNO workers (run_eagle_verify(batch, *, target_worker, ...), build_eagle_verify_input,
 prepare_for_draft, prepare_for_draft_extend). Acceptance here: each draft survives with the
 test's accept probability until the first rejection (its own seeded stream)."""

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/eagle_worker_v2.py (sgl-project/sglang 02a3cd954bab):
+"""Mirrors python/sglang/srt/speculative/eagle_worker_v2.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest is 13a7ffeceaf3, not mirrored yet: docs/upstream.md):
 EagleDraftWorker(EagleDraftWorkerBase) with draft(self, batch), _draft_extend_for_prefill(self,
 batch, target_hidden_states, next_token_ids, mm_input_embeds=None) and
 _draft_extend_for_decode(self, batch, batch_result, source_draft_token_num=None);

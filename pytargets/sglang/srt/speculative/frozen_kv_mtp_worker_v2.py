@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/speculative/frozen_kv_mtp_worker_v2.py (sgl-project/sglang
-003c5589f7d3). FrozenKVMTPDraftWorker(EagleDraftWorkerBase, TpModelWorker) is not an
+003c5589f7d3, a stored copy not shown to be main's newest: docs/upstream.md). FrozenKVMTPDraftWorker(EagleDraftWorkerBase, TpModelWorker) is not an
 EagleDraftWorker: its draft(self, batch), _draft_extend_for_prefill and
 _draft_extend_for_decode(self, batch, batch_result) (a seed selection, no forward) are its own
 code objects. FrozenKVMTPWorkerV2(EAGLEWorkerV2) has its own __init__ and

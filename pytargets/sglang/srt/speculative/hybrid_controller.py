@@ -11,16 +11,69 @@ continuation lengths; here a seeded coin decides, so runs repeat.
 
 Ground truth: the scheduler times the controller's forward_batch_generation of a decode batch
 as the step's "verify" (the frame that covers both routes); the routed worker's own verify is a
-"nested_verify" event; its draft and the EAGLE draft extend are stage lines as usual."""
+"nested_verify" event; its draft and the EAGLE draft extend are stage lines as usual.
+
+Branch-only: hybrid_controller.py exists only on the branch of sgl-project/sglang#37237 (open,
+not merged). That branch also gives NGRAMWorker the controller's hooks (get_retrieval_info,
+sync_hybrid_state, _hybrid_prepared_drafts, spec_stage_span_prefix, a draft that returns a
+bool): main's NGRAMWorker has none of them, so ngram_worker.py here mirrors main and the
+branch's additions live in BranchNGRAMWorker below, used only by this controller."""
 import dataclasses
 import json
 import random
 import time
 
 from _groundtruth import truth
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.hybrid_info import HybridVerifyInput
+from sglang.srt.speculative.ngram_info import NgramVerifyInput
+from sglang.srt.speculative.ngram_worker import NGRAMWorker
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.srt.speculative.spec_utils import spec_stage_span
+
+
+class BranchNGRAMWorker(NGRAMWorker):
+    """NGRAMWorker as the HYBRID branch (02a3cd954bab) has it: the retrieval route's hooks and
+    a draft that returns whether it drafted. Its verify is main's, inside the branch's
+    spec_stage_span names."""
+
+    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker,
+                 spec_stage_span_prefix=""):
+        super().__init__(server_args, gpu_id, ps, nccl_port, target_worker)
+        self.spec_stage_span_prefix = spec_stage_span_prefix
+        self._hybrid_prepared_drafts = None
+
+    def clear_cache_pool(self):
+        super().clear_cache_pool()
+        self._hybrid_prepared_drafts = None
+
+    def get_retrieval_info(self, batch):
+        """HYBRID's route probe: the lookup the next draft would use (cached for it)."""
+        tokens, match_lens = self._prepare_draft_tokens(batch)
+        self._hybrid_prepared_drafts = tokens
+        return [self.draft_token_num - 1] * len(batch.reqs), match_lens
+
+    def _prepare_for_speculative_decoding(self, batch) -> bool:
+        if not batch.forward_mode.is_decode():
+            return False
+        if self._hybrid_prepared_drafts is not None:
+            tokens, self._hybrid_prepared_drafts = self._hybrid_prepared_drafts, None
+        else:
+            tokens, _ = self._prepare_draft_tokens(batch)
+        batch.forward_mode = ForwardMode.TARGET_VERIFY
+        batch.spec_info = NgramVerifyInput(draft_token=tokens, draft_token_num=self.draft_token_num)
+        return True
+
+    def sync_hybrid_state(self, batch, batch_result):
+        """Update the corpus after a neural batch of a HYBRID server."""
+        self._update_ngram_corpus(batch)
+
+    def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
+                                 pp_proxy_tensors=None):
+        with spec_stage_span(self.spec_stage_span_prefix + "_verify"):
+            return super().forward_batch_generation(batch, on_publish, grammar_barrier,
+                                                    pp_proxy_tensors)
 
 
 class HybridController(BaseSpecWorker):
@@ -36,6 +89,8 @@ class HybridController(BaseSpecWorker):
             algo = SpeculativeAlgorithm.from_string(config[role]["algorithm"])
             role_args = dataclasses.replace(server_args, speculative_algorithm=algo.name)
             cls = algo.create_worker(role_args)
+            if cls is NGRAMWorker:
+                cls = BranchNGRAMWorker   # the branch's NGRAMWorker, with the route hooks
             self.workers[role] = cls(server_args=role_args, gpu_id=gpu_id, ps=ps,
                                      nccl_port=nccl_port, target_worker=target_worker,
                                      spec_stage_span_prefix=role)

@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/speculative/multi_layer_eagle_worker_v2.py (sgl-project/sglang
-003c5589f7d3): MultiLayerEagleWorkerV2(BaseSpecWorker), not an EAGLEWorkerV2 (its
+003c5589f7d3, a stored copy not shown to be main's newest: docs/upstream.md): MultiLayerEagleWorkerV2(BaseSpecWorker), not an EAGLEWorkerV2 (its
 forward_batch_generation and verify(self, batch, grammar_barrier=None) are its own code
 objects; verify calls eagle_worker_common.run_eagle_verify), and
 MultiLayerEagleDraftWorker(EagleDraftWorkerBase) with EAGLE's stage method names. The module

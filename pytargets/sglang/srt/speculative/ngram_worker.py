@@ -1,15 +1,24 @@
-"""Mirrors python/sglang/srt/speculative/ngram_worker.py (sgl-project/sglang 02a3cd954bab):
-NGRAMWorker(BaseSpecWorker) has no draft model. forward_batch_generation(self, batch,
-on_publish=None, grammar_barrier=None, pp_proxy_tensors=None) calls
-_prepare_for_speculative_decoding(self, batch) -> bool for EVERY batch (it returns False at
-once unless the batch is a decode batch; for a decode batch it does the corpus lookup, sets
-batch.forward_mode = TARGET_VERIFY and returns True), then verifies inline and sets
-batch.forward_mode back to DECODE. get_retrieval_info and sync_hybrid_state serve a
-HybridController.
+"""Mirrors python/sglang/srt/speculative/ngram_worker.py as it is on SGLang's main branch: the
+newest stored main copy (the one whose __init__ takes ps: ParallelState and imports
+sglang.kernels.ops.speculative.cache_locs; the index gives no commit for it, see
+docs/upstream.md "How the newest main was found"), with the scheduler-facing signature of main's
+other V2 workers (eagle_worker_v2.py at 13a7ffeceaf3: forward_batch_generation(self, batch,
+on_publish=None, grammar_barrier=None, pp_proxy_tensors=None)).
 
-Ground truth: the "draft" line times _prepare_for_speculative_decoding of a decode batch; the
-"verify" line (written by the scheduler, or by a HybridController as a nested call) times the
-whole forward_batch_generation call: the probe-able frame, which contains the draft."""
+NGRAMWorker(BaseSpecWorker) has no draft model. forward_batch_generation calls
+_prepare_for_speculative_decoding(self, batch) for EVERY batch. That draft returns None on main
+(never a bool): it returns at once unless the batch is a decode batch, and for a decode batch it
+looks the n-grams up, sets batch.forward_mode = TARGET_VERIFY and puts an NgramVerifyInput in
+batch.spec_info. forward_batch_generation then verifies inline if and only if
+batch.forward_mode.is_target_verify() (main's own test for "this step drafted"), and sets
+batch.forward_mode back to DECODE at the end of the verify. No spec_stage_span, no
+get_retrieval_info or sync_hybrid_state, no _hybrid_prepared_drafts: those exist only on the
+HYBRID branch (02a3cd954bab, sgl-project/sglang#37237), mirrored in hybrid_controller.py.
+
+Ground truth: the "draft" line times _prepare_for_speculative_decoding of a call that drafted
+(the batch is TARGET_VERIFY after it); the "verify" line (written by the scheduler) times the
+whole forward_batch_generation call of a decode batch: the probe-able frame, which contains the
+draft."""
 import random
 import sys
 import time
@@ -22,30 +31,27 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.ngram_info import NgramVerifyInput
-from sglang.srt.speculative.spec_utils import spec_stage_span
 
 
 class NGRAMWorker(BaseSpecWorker):
     truth_verify_frame = "NGRAMWorker.forward_batch_generation"
 
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker,
-                 spec_stage_span_prefix=""):
+    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
         self.server_args = server_args
         self._target_worker = target_worker
         self._draft_worker = None
         self.tp_rank = ps.tp_rank
-        self.spec_stage_span_prefix = spec_stage_span_prefix
         self.draft_token_num = server_args.speculative_num_draft_tokens
         self.speculative_num_draft_tokens = self.draft_token_num
         self.num_steps = server_args.speculative_num_steps
         self.accept_rng = random.Random(server_args.random_seed * 31337 + 11)
         self.work_rng = random.Random(server_args.random_seed * 7 + 13)
         self.ngram_corpus = {}
-        self._hybrid_prepared_drafts = None
+        self._prev_decode_rids = set()
 
     def clear_cache_pool(self):
         self.ngram_corpus.clear()
-        self._hybrid_prepared_drafts = None
+        self._prev_decode_rids = set()
 
     def _prepare_draft_tokens(self, batch):
         tokens, match_lens = [], []
@@ -60,26 +66,16 @@ class NGRAMWorker(BaseSpecWorker):
             match_lens.append(h % 5)
         return tokens, match_lens
 
-    def get_retrieval_info(self, batch):
-        """HYBRID's route probe: the lookup the next draft would use (cached for it)."""
-        tokens, match_lens = self._prepare_draft_tokens(batch)
-        self._hybrid_prepared_drafts = tokens
-        return [self.draft_token_num - 1] * len(batch.reqs), match_lens
-
-    def _prepare_for_speculative_decoding(self, batch) -> bool:
-        # Decode-only: extend goes through the plain target forward.
+    def _prepare_for_speculative_decoding(self, batch):
+        # Decode-only: extend goes through the plain target forward, and an IDLE batch must
+        # keep its forward_mode instead of being rewritten to TARGET_VERIFY below.
         if not batch.forward_mode.is_decode():
-            return False
-        if self._hybrid_prepared_drafts is not None:
-            tokens, self._hybrid_prepared_drafts = self._hybrid_prepared_drafts, None
-        else:
-            tokens, _ = self._prepare_draft_tokens(batch)
+            return
+        tokens, _ = self._prepare_draft_tokens(batch)
         batch.forward_mode = ForwardMode.TARGET_VERIFY
         batch.spec_info = NgramVerifyInput(draft_token=tokens, draft_token_num=self.draft_token_num)
-        return True
 
-    def sync_hybrid_state(self, batch, batch_result):
-        """Update the corpus after a neural batch of a HYBRID server."""
+    def _update_ngram_corpus(self, batch):
         for r in batch.reqs:
             ctx = (r.origin_input_ids + r.output_ids)[-4:]
             for i in range(len(ctx) - 1):
@@ -88,13 +84,9 @@ class NGRAMWorker(BaseSpecWorker):
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
                                  pp_proxy_tensors=None):
         bs = len(batch.reqs)
-        with spec_stage_span(self.spec_stage_span_prefix + "_draft"):
-            t0 = time.time_ns()
-            drafted = self._prepare_for_speculative_decoding(batch)
-            t1 = time.time_ns()
-        if drafted:
-            truth().stage("draft", t0, t1, batch.reqs, batch.forward_ct,
-                          method="NGRAMWorker._prepare_for_speculative_decoding")
+        t0 = time.time_ns()
+        self._prepare_for_speculative_decoding(batch)
+        t1 = time.time_ns()
         if not batch.forward_mode.is_target_verify():
             out = self.target_worker.forward_batch_generation(batch, pp_proxy_tensors=pp_proxy_tensors)
             if on_publish is not None:
@@ -103,23 +95,26 @@ class NGRAMWorker(BaseSpecWorker):
                                          next_token_ids=out.next_token_ids,
                                          new_seq_lens=batch.seq_lens,
                                          speculative_num_draft_tokens=1, forward_ct=batch.forward_ct)
-        with spec_stage_span(self.spec_stage_span_prefix + "_verify"):
-            # Verify, inline: target forward over the drafted tree, then sampling/acceptance.
-            _faults.verify_entered(lambda: stage_work(bs, 5000))
-            if _faults.want_hold("NGRAMWorker.forward_batch_generation"):
-                _faults.hold(sys._getframe(), "NGRAMWorker.forward_batch_generation",
-                             batch.forward_ct, "frame")
-            out = self.target_worker.forward_batch_generation(
-                batch=None, forward_batch=ForwardBatch(ForwardMode.TARGET_VERIFY, bs, 0),
-                pp_proxy_tensors=pp_proxy_tensors, is_verify=True, reqs=batch.reqs)
-            n = self.draft_token_num
-            predict = list(out.next_token_ids)
-            accept_lens = accept_drafts(self.accept_rng, self.server_args.speculative_accept_p,
-                                        self.num_steps, predict, batch.spec_info.draft_token, n)
-            new_seq_lens = [s + a for s, a in zip(batch.seq_lens, accept_lens)]
-            if on_publish is not None:
-                on_publish(new_seq_lens)
-            batch.forward_mode = ForwardMode.DECODE
+        truth().stage("draft", t0, t1, batch.reqs, batch.forward_ct,
+                      method="NGRAMWorker._prepare_for_speculative_decoding")
+        # Verify, inline: target forward over the drafted tree, then sampling/acceptance.
+        _faults.verify_entered(lambda: stage_work(bs, 5000))
+        if _faults.want_hold("NGRAMWorker.forward_batch_generation"):
+            _faults.hold(sys._getframe(), "NGRAMWorker.forward_batch_generation",
+                         batch.forward_ct, "frame")
+        out = self.target_worker.forward_batch_generation(
+            batch=None, forward_batch=ForwardBatch(ForwardMode.TARGET_VERIFY, bs, 0),
+            pp_proxy_tensors=pp_proxy_tensors, is_verify=True, reqs=batch.reqs)
+        n = self.draft_token_num
+        predict = list(out.next_token_ids)
+        accept_lens = accept_drafts(self.accept_rng, self.server_args.speculative_accept_p,
+                                    self.num_steps, predict, batch.spec_info.draft_token, n)
+        new_seq_lens = [s + a for s, a in zip(batch.seq_lens, accept_lens)]
+        if on_publish is not None:
+            on_publish(new_seq_lens)
+        self._update_ngram_corpus(batch)
+        self._prev_decode_rids = {r.rid for r in batch.reqs}
+        batch.forward_mode = ForwardMode.DECODE
         return GenerationBatchResult(
             logits_output=out.logits_output, next_token_ids=predict, accept_lens=accept_lens,
             next_draft_input=NgramVerifyInput(draft_token_num=n, accept_tokens=predict,

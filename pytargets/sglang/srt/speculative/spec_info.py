@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/spec_info.py (sgl-project/sglang 02a3cd954bab):
+"""Mirrors python/sglang/srt/speculative/spec_info.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md):
 SpeculativeAlgorithm, its plugin hook register(), and create_worker(server_args), which imports
 each worker's module only when that worker is chosen (the module a process imported is how the
 catalog tells the variants apart). It returns the class; the scheduler builds the worker with

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/spec_registry.py (sgl-project/sglang 02a3cd954bab):
+"""Mirrors python/sglang/srt/speculative/spec_registry.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md):
 plugin algorithms. SpeculativeAlgorithm.register(name) records a factory that returns the
 worker class; from_string falls back to this registry for names that are not built in."""
 

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/spec_utils.py (sgl-project/sglang 02a3cd954bab): the
+"""Mirrors python/sglang/srt/speculative/spec_utils.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest not re-established: docs/upstream.md): the
 helpers the workers share. spec_stage_span(name) is where upstream emits its own stage span
 (a no-op here); draft_tp_context is the draft's tensor-parallel group context."""
 import contextlib

@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/speculative/standalone_worker_v2.py. The newest stored version
-(sgl-project/sglang 0284922b486f) still has StandaloneWorkerV2(EAGLEWorkerV2) with a
+(sgl-project/sglang 0284922b486f, a stored copy not shown to be main's newest: docs/upstream.md) still has StandaloneWorkerV2(EAGLEWorkerV2) with a
 StandaloneDraftWorker(EagleDraftWorker) that changes set-up only (its own lm_head), and
 spec_info.create_worker at 02a3cd954bab still imports it for STANDALONE: every stage code
 object is EAGLE's (EagleDraftWorker.draft, EAGLEWorkerV2.verify, ...)."""

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/uno_worker_v2.py (sgl-project/sglang 087f9bd701dd):
+"""Mirrors python/sglang/srt/speculative/uno_worker_v2.py (sgl-project/sglang 087f9bd701dd, a stored copy not shown to be main's newest: docs/upstream.md):
 UnoWorkerV2(BaseSpecWorker), one model drafting for itself. forward_batch_generation(self,
 batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None) sends an EXTEND batch to
 _forward_prefill and a DECODE batch to _forward_decode(self, batch, on_publish), which builds a

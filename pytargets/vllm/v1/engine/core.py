@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/engine/core.py (vllm-project/vllm ac3cb2e2): EngineCore.step() = schedule -> execute_model ->
+"""Mirrors vllm/v1/engine/core.py (vllm-project/vllm ac3cb2e2, a stored copy not shown to be main's newest: docs/upstream.md): EngineCore.step() = schedule -> execute_model ->
 sample_tokens -> update_from_output -> update_draft_token_ids.
 
 Single process, single thread here. Upstream, EngineCore is its own process (VLLM::EngineCore,

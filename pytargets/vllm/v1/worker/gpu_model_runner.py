@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu_model_runner.py (vllm-project/vllm 000fc94b754f), the V1
+"""Mirrors vllm/v1/worker/gpu_model_runner.py (vllm-project/vllm 000fc94b754f, a stored copy not shown to be main's newest: docs/upstream.md), the V1
 GPUModelRunner that MoE and other non-default models still run: execute_model(self,
 scheduler_output, intermediate_tensors=None) is the target forward (verify); sample_tokens(self,
 grammar_output) runs the rejection sampler and, through a local closure, calls

@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/managers/scheduler_components/batch_result_processor.py
-(sgl-project/sglang df80246e0a3e): SchedulerBatchResultProcessor, a frozen, slotted,
+(sgl-project/sglang df80246e0a3e, a stored copy not shown to be main's newest: docs/upstream.md): SchedulerBatchResultProcessor, a frozen, slotted,
 keyword-only dataclass. process_batch_result_decode(batch, result) ->
 _normalize_decode_outputs(batch=, result=, ...) -> _resolve_spec_v2_tokens(result, batch), where a
 verify's accept lengths reach the host (one loop later under overlap scheduling) and the

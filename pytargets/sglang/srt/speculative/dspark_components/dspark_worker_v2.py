@@ -1,5 +1,5 @@
 """Mirrors python/sglang/srt/speculative/dspark_components/dspark_worker_v2.py
-(sgl-project/sglang 003c5589f7d3): DSparkWorkerV2(BaseSpecWorker).
+(sgl-project/sglang 003c5589f7d3, a stored copy not shown to be main's newest: docs/upstream.md): DSparkWorkerV2(BaseSpecWorker).
 forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
 pp_proxy_tensors=None) sends EXTEND to _forward_prefill and everything else to
 _forward_decode(self, batch, on_publish, grammar_barrier=None), which drafts with

@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/core/sched/scheduler.py (vllm-project/vllm b4622cf9): Scheduler.schedule() and
+"""Mirrors vllm/v1/core/sched/scheduler.py (vllm-project/vllm b4622cf9, a stored copy not shown to be main's newest: docs/upstream.md): Scheduler.schedule() and
 Scheduler.update_from_output(self, scheduler_output, model_runner_output), which runs in the
 EngineCore process only. For a request with draft tokens scheduled, the accepted count is
 num_accepted = max(len(generated_token_ids) - num_sampled_tokens_per_step, 0) (as read in

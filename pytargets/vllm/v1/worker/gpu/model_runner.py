@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/model_runner.py (vllm-project/vllm 0036d38de46c), Model Runner V2:
+"""Mirrors vllm/v1/worker/gpu/model_runner.py (vllm-project/vllm 0036d38de46c, a stored copy not shown to be main's newest: docs/upstream.md), Model Runner V2:
 GPUModelRunner.execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False,
 skip_attn_for_dummy_run=False, is_profile=False, context_len=0) runs the target forward over
 the scheduled tokens, the draft tokens being verified included (the "verify" stage);

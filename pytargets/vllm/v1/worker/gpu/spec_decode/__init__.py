@@ -1,4 +1,4 @@
-"""Mirrors vllm/v1/worker/gpu/spec_decode/__init__.py (vllm-project/vllm 01af92e17540):
+"""Mirrors vllm/v1/worker/gpu/spec_decode/__init__.py (vllm-project/vllm 01af92e17540, a stored copy not shown to be main's newest: docs/upstream.md):
 init_speculator picks the speculator by method and imports its module only then (DFlash,
 DSpark, Gemma4 MTP, multi-module MTP, MTP, EAGLE; extract_hidden_states is left out here). No
 n-gram speculator is chosen here at that commit."""

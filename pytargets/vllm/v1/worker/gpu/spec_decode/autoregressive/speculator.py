@@ -1,5 +1,5 @@
 """Mirrors vllm/v1/worker/gpu/spec_decode/autoregressive/speculator.py (vllm-project/vllm
-6534e0667d6d): AutoRegressiveSpeculator(DraftModelSpeculator) owns propose (decorated with
+6534e0667d6d, a stored copy not shown to be main's newest: docs/upstream.md): AutoRegressiveSpeculator(DraftModelSpeculator) owns propose (decorated with
 torch.inference_mode); EagleSpeculator, MTPSpeculator and Gemma4Speculator inherit it, so the
 code object behind each of their propose is this one (reached through __wrapped__)."""
 import _faults
