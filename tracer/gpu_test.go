@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"go.opentelemetry.io/otel/attribute"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -135,8 +136,11 @@ func TestRunWithoutNVML(t *testing.T) {
 	}
 }
 
-// TestRunWithMockGPU: the demo target "uses" GPU 3 of a mock 8xH200; every
-// stage span carries its state, and the metrics include it.
+// TestRunWithMockGPU: the demo target "uses" GPU 3 of a mock 8xH200. Its
+// stages last milliseconds: a stage span carries a GPU value only with a
+// window that describes it (within the span stretched by half its length
+// each side); gpu_window spans carry the energy of the steps in them, and the
+// metrics and the summary include the GPU.
 func TestRunWithMockGPU(t *testing.T) {
 	log, _, spans, metrics := traceDemo(t, func(pid int) *gpu.Sampler {
 		srv := dgxh200.New()
@@ -145,31 +149,48 @@ func TestRunWithMockGPU(t *testing.T) {
 		}
 		o := gpu.DefaultOptions()
 		o.Interval = 10 * time.Millisecond // many samples in a short run
+		o.WindowMin = 200 * time.Millisecond
 		return gpu.New(srv, o)
 	})
 	if !strings.Contains(log, "GPU state: PID") {
 		t.Fatalf("no GPU start line:\n%s", log)
 	}
-	with, stages := 0, 0
+	stages, windows := 0, 0
 	for _, s := range spans {
-		if strings.HasPrefix(s.Name(), "spec_") {
+		a := map[string]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			a[string(kv.Key)] = kv.Value
+		}
+		switch {
+		case strings.HasPrefix(s.Name(), "spec_"):
 			stages++
-			if len(gpuKeys(s)) > 0 {
-				with++
+			if len(gpuKeys(s)) == 0 {
+				continue
+			}
+			ws, wd := a[string(gpu.KeyWindowStart)].AsInt64(), a[string(gpu.KeyWindowDuration)].AsFloat64()
+			d := s.EndTime().Sub(s.StartTime())
+			lo, hi := s.StartTime().Add(-d/2), s.EndTime().Add(d/2)
+			w0 := time.Unix(0, ws)
+			if ws == 0 || w0.Before(lo) || w0.Add(time.Duration(wd*1e9)).After(hi) {
+				t.Errorf("%s of %v carries %v over a window of %gs from %v", s.Name(), d, gpuKeys(s), wd, w0.Sub(s.StartTime()))
+			}
+		case s.Name() == gpu.GPUWindowSpan:
+			windows++
+			if a["hw.energy"].AsFloat64() <= 0 || a[string(gpu.KeySteps)].AsInt64() <= 0 || a[string(gpu.KeyEnergyPerStep)].AsFloat64() <= 0 {
+				t.Errorf("gpu_window %v: %v", s.EndTime().Sub(s.StartTime()), s.Attributes())
 			}
 		}
 	}
-	// Stages flushed at detach may end past the last sample; the rest have state.
-	if stages == 0 || with < stages*9/10 {
-		t.Errorf("%d of %d stage spans carry GPU state", with, stages)
+	if stages == 0 || windows == 0 {
+		t.Errorf("%d stage spans, %d gpu_window spans", stages, windows)
 	}
 	for _, m := range []string{"hw.gpu.utilization", "hw.power", "hw.energy", "specprobe.spec.acceptance_rate", "specprobe.spec.energy_per_accepted_token"} {
 		if !metrics[m] {
 			t.Errorf("metric %s missing (have %v)", m, metrics)
 		}
 	}
-	if !strings.Contains(log, "GPU 3 NVIDIA H200") {
-		t.Errorf("no GPU line in the summary:\n%s", log)
+	if !strings.Contains(log, "GPU 3 NVIDIA H200") || !strings.Contains(log, "NVML cost: ") {
+		t.Errorf("no GPU or NVML cost line in the summary:\n%s", log)
 	}
 }
 
