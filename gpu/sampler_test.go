@@ -156,6 +156,17 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v accepted", o)
 		}
 	}
+	for _, f := range []func(*Options){
+		func(o *Options) { o.EnergyInterval = 50 * time.Millisecond }, // faster than the counter moves
+		func(o *Options) { o.MemoryInterval = 20 * time.Millisecond },
+		func(o *Options) { o.WindowMin = 500 * time.Millisecond },
+	} {
+		o := DefaultOptions()
+		f(&o)
+		if o.Validate() == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
 }
 
 func TestUnsupportedFieldIsLeftOutAndNotAskedAgain(t *testing.T) {

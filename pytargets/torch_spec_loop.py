@@ -207,7 +207,8 @@ def main():
             for rec in w.log:
                 f.write(json.dumps(rec) + "\n")
     med = statistics.median(steps) / 1e6
-    print("steps %d median %.4f ms mode %s dry_run %s" % (len(steps), med, a.mode, a.dry_run), flush=True)
+    p99 = sorted(steps)[int(0.99 * (len(steps) - 1))] / 1e6
+    print("steps %d median %.4f ms p99 %.4f ms mode %s dry_run %s" % (len(steps), med, p99, a.mode, a.dry_run), flush=True)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ run() {
 	kill -USR1 "$pid"
 	wait $tp
 	[[ -n "$sp" ]] && wait $sp
-	sed -n 's/^steps [0-9]* median \([0-9.]*\) ms.*/\1/p' "$OUT/$name.target.txt"
+	sed -n 's/^steps [0-9]* median \([0-9.]*\) ms p99 \([0-9.]*\) ms.*/\1 \2/p' "$OUT/$name.target.txt"
 }
 
 rc=0
@@ -73,7 +73,7 @@ for r in $(seq "$ROUNDS"); do
 		traced-nvml) flags=(--exporter "otlp-file=$OUT/cost-$r-$kind.spans.jsonl") ;;
 		esac
 		ms=$(run "cost-$r-$kind" "$SECS" synced "${flags[@]}") || rc=1
-		echo "$r $kind ${ms:-nan}" >>"$OUT/costs.tsv"
+		echo "$r $kind ${ms:-nan nan}" >>"$OUT/costs.tsv"
 	done
 done
 "$PY" "$HERE/gpu-e2e/check.py" costs "$OUT/costs.tsv" | tee "$OUT/costs.check.txt"

@@ -139,7 +139,7 @@ def check_spans(mode, log_path, spans_path, attach_log):
         if ws is None or wd is None or ws < s["start"] - d / 2 or ws + wd * 1e9 > s["end"] + d / 2:
             bad += 1
     ok("GPU fields' windows", bad == 0,
-       "%d of %d stage/step spans carry GPU values; %d without a window that describes them "
+       "%d stage/step spans of %d carry GPU values; %d without a window that describes them "
        "(rule: the window within the span stretched by half its length each side)" % (with_gpu, len(spans), bad))
     wins = [s for s in spans if s["name"] == "gpu_window"]
     eps = [s["attrs"]["specprobe.gpu.energy_per_step"] for s in wins if "specprobe.gpu.energy_per_step" in s["attrs"]]
@@ -157,10 +157,12 @@ def check_spans(mode, log_path, spans_path, attach_log):
 def check_costs(path):
     print("== costs: step time, interleaved runs (medians of each run's median step)")
     runs = collections.defaultdict(list)
+    tails = collections.defaultdict(list)  # p99 step: where a driver lock held by NVML would show
     for line in open(path):
         f = line.split()
-        if len(f) == 3:
+        if len(f) == 4 and f[2] != "nan":
             runs[f[1]].append(float(f[2]))
+            tails[f[1]].append(float(f[3]))
     base = statistics.median(runs["untraced"]) if runs["untraced"] else None
     for kind in ("untraced", "traced-no-nvml", "traced-nvml"):
         xs = runs[kind]
@@ -169,8 +171,8 @@ def check_costs(path):
             failed.append(kind)
             continue
         m = statistics.median(xs)
-        print("  info %-15s %.4f ms/step (runs: %s)%s" % (kind, m, " ".join("%.4f" % x for x in xs),
-              "  x%.4f of untraced" % (m / base) if base else ""))
+        print("  info %-15s %.4f ms/step (runs: %s)%s; p99 step %s ms" % (kind, m, " ".join("%.4f" % x for x in xs),
+              "  x%.4f of untraced" % (m / base) if base else "", " ".join("%.3f" % x for x in tails[kind])))
     if runs["traced-no-nvml"] and runs["traced-nvml"]:
         a, b = statistics.median(runs["traced-no-nvml"]), statistics.median(runs["traced-nvml"])
         spread = max(runs["traced-no-nvml"]) - min(runs["traced-no-nvml"])
