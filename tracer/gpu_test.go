@@ -6,7 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"github.com/specprobe/specprobe/export"
 	"go.opentelemetry.io/otel/attribute"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -29,8 +32,13 @@ import (
 )
 
 // traceDemo traces the demo target for a moment with sampler s and returns
-// the log, the spans and the metric names collected at the end.
+// the log, the spans and the metric names collected at the end; the Perfetto
+// trace is written to perfettoPath.
 func traceDemo(t *testing.T, s func(pid int) *gpu.Sampler) (string, *tracer.Result, []sdktrace.ReadOnlySpan, map[string]bool) {
+	return traceDemoTo(t, s, filepath.Join(t.TempDir(), "trace.json"))
+}
+
+func traceDemoTo(t *testing.T, s func(pid int) *gpu.Sampler, perfettoPath string) (string, *tracer.Result, []sdktrace.ReadOnlySpan, map[string]bool) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipped in -short mode: attaches BPF probes to the demo target")
@@ -60,9 +68,13 @@ func traceDemo(t *testing.T, s func(pid int) *gpu.Sampler) (string, *tracer.Resu
 	metrics := &metricNames{names: map[string]bool{}}
 	reader := sdkmetric.NewPeriodicReader(metrics, sdkmetric.WithInterval(time.Hour)) // exports at shutdown
 	var log bytes.Buffer
+	pf, err := os.Create(perfettoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := tracer.Run(context.Background(), tracer.Config{
 		PID: cmd.Process.Pid, Spec: spec, SkipEndbr: true, Duration: 700 * time.Millisecond, Log: &log,
-		Exporters: []tracer.Exporter{{Name: "memory", SpanExporter: keep{mem}}},
+		Exporters: []tracer.Exporter{{Name: "memory", SpanExporter: keep{mem}}, {Name: "perfetto", Exporter: export.NewPerfetto(pf)}},
 		GPU:       s(cmd.Process.Pid), MetricReaders: []sdkmetric.Reader{reader},
 	})
 	if err != nil {
@@ -142,7 +154,10 @@ func TestRunWithoutNVML(t *testing.T) {
 // each side); gpu_window spans carry the energy of the steps in them, and the
 // metrics and the summary include the GPU.
 func TestRunWithMockGPU(t *testing.T) {
-	log, _, spans, metrics := traceDemo(t, func(pid int) *gpu.Sampler {
+	var target int
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	log, _, spans, metrics := traceDemoTo(t, func(pid int) *gpu.Sampler {
+		target = pid
 		srv := dgxh200.New()
 		for i, d := range srv.Devices {
 			stubGPU(d.(*server.Device), map[bool]uint32{true: uint32(pid)}[i == 3])
@@ -151,10 +166,11 @@ func TestRunWithMockGPU(t *testing.T) {
 		o.Interval = 10 * time.Millisecond // many samples in a short run
 		o.WindowMin = 200 * time.Millisecond
 		return gpu.New(srv, o)
-	})
+	}, trace)
 	if !strings.Contains(log, "GPU state: PID") {
 		t.Fatalf("no GPU start line:\n%s", log)
 	}
+	checkCounterTracks(t, trace, target)
 	stages, windows := 0, 0
 	for _, s := range spans {
 		a := map[string]attribute.Value{}
@@ -191,6 +207,42 @@ func TestRunWithMockGPU(t *testing.T) {
 	}
 	if !strings.Contains(log, "GPU 3 NVIDIA H200") || !strings.Contains(log, "NVML cost: ") {
 		t.Errorf("no GPU or NVML cost line in the summary:\n%s", log)
+	}
+}
+
+// checkCounterTracks reads the Perfetto JSON back: the mocked GPU's power
+// and clock are counter tracks under the traced process.
+func checkCounterTracks(t *testing.T, path string, pid int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Pid      int
+			Args     map[string]any
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph != "C" {
+			continue
+		}
+		n[e.Name]++
+		if e.Pid != pid {
+			t.Errorf("counter %s under pid %d, want the target's %d", e.Name, e.Pid, pid)
+		}
+		if (e.Name == "GPU 3 power" && e.Args["W"] != 500.0) || (e.Name == "GPU 3 SM clock" && e.Args["MHz"] != 1980.0) {
+			t.Errorf("%s: %v", e.Name, e.Args)
+		}
+	}
+	if n["GPU 3 power"] < 10 || n["GPU 3 SM clock"] < 10 || n["GPU 3 utilization"] < 10 {
+		t.Errorf("counter tracks %v: want power, SM clock and utilisation every 10ms", n)
 	}
 }
 
