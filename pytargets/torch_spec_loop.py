@@ -178,6 +178,10 @@ def main():
     p.add_argument("--wait-signal", action="store_true")
     p.add_argument("--dry-run", action="store_true")
     a = p.parse_args()
+    if a.wait_signal:
+        # Before torch starts threads: they inherit the mask, so SIGUSR1 can
+        # only be taken by sigwait, never kill the process on another thread.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     if not a.dry_run:
         try:
             import torch
@@ -187,8 +191,6 @@ def main():
             print("no torch with CUDA (%s): dry run" % e, flush=True)
             a.dry_run = True
     w = Worker(a)
-    if a.wait_signal:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     print("ready pid=%d" % os.getpid(), flush=True)
     if a.wait_signal:
         signal.sigwait({signal.SIGUSR1})
