@@ -44,14 +44,15 @@ type asyncSpan struct {
 }
 
 type perfetto struct {
-	mu      sync.Mutex
-	w       io.WriteCloser
-	closed  bool
-	order   []sliceKey
-	slices  map[sliceKey]*stageSlice
-	async   []asyncSpan
-	threads map[[2]int64]string // a thread track's name
-	procs   map[int64]string
+	mu       sync.Mutex
+	w        io.WriteCloser
+	closed   bool
+	order    []sliceKey
+	slices   map[sliceKey]*stageSlice
+	async    []asyncSpan
+	threads  map[[2]int64]string // a thread track's name
+	counters []Counter           // GPU counter tracks
+	procs    map[int64]string
 	// threadName names a thread's track when it is first seen.
 	threadName func(pid, tid int64) string
 }

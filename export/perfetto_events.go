@@ -49,6 +49,7 @@ func (p *perfetto) events() []traceEvent {
 		evs = append(evs, traceEvent{Name: strings.ToUpper(k.stage), Cat: "spec", Ph: "X",
 			Ts: micros(k.start), Dur: micros(k.end - k.start), Pid: k.pid, Tid: k.tid, Args: args})
 	}
+	evs = append(evs, p.counterEvents()...)
 	return append(evs, p.asyncEvents()...)
 }
 

@@ -71,6 +71,9 @@ func NewQueueProcessor(exp Exporter, queueSize, batchSize int, flushEvery time.D
 	return p
 }
 
+// Exporter is the exporter the processor feeds.
+func (p *QueueProcessor) Exporter() Exporter { return p.exp }
+
 // Stats reports spans handed to the exporter successfully, spans dropped
 // (queue full, or still queued when Shutdown gave up), and spans in
 // batches the exporter returned an error for.

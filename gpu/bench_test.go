@@ -51,8 +51,9 @@ func BenchmarkSampler(b *testing.B) {
 	}
 }
 
-// BenchmarkStageAttrs: what the GPU window costs each stage span (a new
-// interval each time, so the cache does not help).
+// BenchmarkStageAttrs: what the GPU values cost each stage span (a new
+// interval each time, so the cache does not help): a 5 ms stage, which no
+// value describes, and a 1 s one, which gets them all.
 func BenchmarkStageAttrs(b *testing.B) {
 	f := newFakeH200()
 	f.set(func(g []*fakeGPU) { g[0].pids = []uint32{pid} })
@@ -62,11 +63,38 @@ func BenchmarkStageAttrs(b *testing.B) {
 	}
 	t0 := c.t
 	run(s, f, c, 300, 500)
-	start := t0.Add(15 * time.Second)
+	for _, d := range []time.Duration{5 * time.Millisecond, time.Second} {
+		b.Run("stage="+d.String(), func(b *testing.B) {
+			start := t0.Add(15 * time.Second)
+			for b.Loop() {
+				start = start.Add(time.Microsecond)
+				if got := len(s.StageAttrs(pid, start, start.Add(d))) > 0; got != (d >= time.Second) {
+					b.Fatalf("a %v stage: values %v", d, got)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkObserveStep: what counting a request's step for the gpu_window
+// spans costs (a batch of 64: one engine step, 64 calls).
+func BenchmarkObserveStep(b *testing.B) {
+	f := newFakeH200()
+	f.set(func(g []*fakeGPU) { g[0].pids = []uint32{pid} })
+	s, c := newTestSampler(f, DefaultOptions())
+	if !s.begin(pid, &bytes.Buffer{}) {
+		b.Fatal("begin failed")
+	}
+	st := c.t
+	i := 0
 	for b.Loop() {
-		start = start.Add(time.Microsecond)
-		if len(s.StageAttrs(pid, start, start.Add(5*time.Millisecond))) == 0 {
-			b.Fatal("no attributes")
+		if i%64 == 0 {
+			st = st.Add(1500 * time.Microsecond)
+		}
+		i++
+		s.ObserveStep(pid, 1, st, st.Add(time.Millisecond), 3)
+		if i%(64*1000) == 0 {
+			s.TakeWindows(st)
 		}
 	}
 }

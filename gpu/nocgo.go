@@ -13,8 +13,8 @@ type noNVML struct{}
 func (noNVML) open() ([]Device, error) {
 	return nil, errors.New("this specprobe was built without cgo, which NVML needs")
 }
-func (noNVML) pids(int) ([]uint32, error) { return nil, nil }
-func (noNVML) fast(int, *Sample)          {}
-func (noNVML) slow(int, *Sample)          {}
-func (noNVML) gpm(int, *Sample)           {}
-func (noNVML) close()                     {}
+func (noNVML) pids(int) ([]uint32, error)    { return nil, nil }
+func (noNVML) fast(int, *Sample, bool, bool) {}
+func (noNVML) slow(int, *Sample)             {}
+func (noNVML) gpm(int, *Sample) bool         { return false }
+func (noNVML) close()                        {}

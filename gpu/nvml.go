@@ -128,19 +128,21 @@ func (b *nvmlBackend) read(i int, f Field, s *Sample, name string, get func() nv
 	}
 }
 
-func (b *nvmlBackend) fast(i int, s *Sample) {
+func (b *nvmlBackend) fast(i int, s *Sample, energy, mem bool) {
 	d := b.devs[i]
 	b.read(i, FUtil|FMemActivity, s, "DeviceGetUtilizationRates", func() nvml.Return {
 		u, r := d.GetUtilizationRates()
 		s.Util, s.MemActivity = float64(u.Gpu)/100, float64(u.Memory)/100
 		return r
 	})
-	b.read(i, FMemUsed, s, "DeviceGetMemoryInfo", func() (r nvml.Return) {
-		var m nvml.Memory
-		m, r = d.GetMemoryInfo()
-		s.MemUsed = m.Used
-		return
-	})
+	if mem {
+		b.read(i, FMemUsed, s, "DeviceGetMemoryInfo", func() (r nvml.Return) {
+			var m nvml.Memory
+			m, r = d.GetMemoryInfo()
+			s.MemUsed = m.Used
+			return
+		})
+	}
 	b.read(i, FSMClock, s, "DeviceGetClockInfo(SM)", func() (r nvml.Return) {
 		s.SMClock, r = d.GetClockInfo(nvml.CLOCK_SM)
 		return
@@ -154,10 +156,12 @@ func (b *nvmlBackend) fast(i int, s *Sample) {
 		s.PowerW = float64(mw) / 1000
 		return r
 	})
-	b.read(i, FEnergy, s, "DeviceGetTotalEnergyConsumption", func() (r nvml.Return) {
-		s.EnergyMJ, r = d.GetTotalEnergyConsumption()
-		return
-	})
+	if energy {
+		b.read(i, FEnergy, s, "DeviceGetTotalEnergyConsumption", func() (r nvml.Return) {
+			s.EnergyMJ, r = d.GetTotalEnergyConsumption()
+			return
+		})
+	}
 	if b.eventReasons {
 		b.read(i, FThrottle, s, "DeviceGetCurrentClocksEventReasons", func() (r nvml.Return) {
 			s.Throttle, r = d.GetCurrentClocksEventReasons()
@@ -192,16 +196,16 @@ var gpmMetrics = []struct {
 
 // gpm samples the GPU's performance monitor and, from the second sample on,
 // computes activity over the time between the last two.
-func (b *nvmlBackend) gpm(i int, s *Sample) {
+func (b *nvmlBackend) gpm(i int, s *Sample) (computed bool) {
 	g := b.gpms[i]
 	if g == nil || b.off[i] == ^Field(0) {
-		return
+		return false
 	}
 	if r := b.call("GpmSampleGet", func() nvml.Return { return b.devs[i].GpmSampleGet(g.cur) }); r != nvml.SUCCESS {
 		if r == nvml.ERROR_NOT_SUPPORTED || r == nvml.ERROR_GPU_IS_LOST {
 			b.gpms[i] = nil
 		}
-		return
+		return false
 	}
 	if g.primed {
 		m := b.metrics
@@ -227,10 +231,12 @@ func (b *nvmlBackend) gpm(i int, s *Sample) {
 					s.DRAMActivity = v
 				}
 				s.Have |= gm.f
+				computed = true
 			}
 		}
 	}
 	g.prev, g.cur, g.primed = g.cur, g.prev, true
+	return computed
 }
 
 func (b *nvmlBackend) close() {

@@ -27,9 +27,9 @@ const (
 	FDRAM
 )
 
-// slowFields are read on the slow timers and carried into every fast sample
-// until read again.
-const slowFields = FTemp | FSMActivity | FSMOccupancy | FTensor | FDRAM
+// carried are the fields read on timers of their own (temperature, GPM,
+// memory, energy), kept in every sample until read again.
+const carried = FTemp | FSMActivity | FSMOccupancy | FTensor | FDRAM | FMemUsed | FEnergy
 
 // Sample is one GPU's state at At. Ratios are 0–1; NVML's percentages are
 // converted on the way in so they match the OTel conventions.
@@ -49,11 +49,16 @@ type Sample struct {
 	SMOccupancy    float64
 	TensorActivity float64
 	DRAMActivity   float64
+	// The windows of the values read on their own timers: memory between
+	// its last two reads, GPM between its sample pair.
+	MemFrom, MemAt time.Time
+	GPMFrom, GPMAt time.Time
 }
 
 func (s Sample) carry() Sample {
-	return Sample{Have: s.Have & slowFields, TempC: s.TempC, SMActivity: s.SMActivity,
-		SMOccupancy: s.SMOccupancy, TensorActivity: s.TensorActivity, DRAMActivity: s.DRAMActivity}
+	c := s
+	c.Have &= carried
+	return c
 }
 
 // Clock event (throttle) reasons as nvml.h defines them; kept here so the

@@ -30,9 +30,11 @@ type backend interface {
 	// is called, not even close.
 	open() ([]Device, error)
 	pids(dev int) ([]uint32, error)
-	fast(dev int, s *Sample)
+	// fast reads the cheap fields, and energy and memory when due.
+	fast(dev int, s *Sample, energy, mem bool)
 	slow(dev int, s *Sample)
-	gpm(dev int, s *Sample)
+	// gpm reports whether it computed new activity values.
+	gpm(dev int, s *Sample) bool
 	close()
 }
 
@@ -54,16 +56,26 @@ type Sampler struct {
 	off    string      // why GPU state is off, for the summary
 	cache  stageCache  // the last StageAttrs answer: batched calls repeat it
 
-	nextProc, nextGPM time.Time
-	now               func() time.Time // tests drive a fake clock
-	stop              chan struct{}
-	done              chan struct{}
-	log               io.Writer
+	nextProc, nextGPM, nextEnergy, nextMem time.Time
+	windows                                []windows  // by device: energy windows (windows.go)
+	steps                                  []stepMark // engine steps waiting for their window
+	lastStep                               stepKey
+	gpmAt                                  []time.Time      // by device: the last GPM sample taken
+	counting                               bool             // KeepCounters was called
+	pending                                []devSample      // samples for TakeCounters
+	now                                    func() time.Time // tests drive a fake clock
+	stop                                   chan struct{}
+	done                                   chan struct{}
+	log                                    io.Writer
 }
 
 func newSampler(b backend, opts Options) *Sampler {
-	if opts.History <= 0 {
-		opts.History = DefaultOptions().History
+	def := DefaultOptions()
+	for _, f := range []struct{ v, d *time.Duration }{{&opts.History, &def.History},
+		{&opts.EnergyInterval, &def.EnergyInterval}, {&opts.MemoryInterval, &def.MemoryInterval}, {&opts.WindowMin, &def.WindowMin}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
 	}
 	return &Sampler{opts: opts, b: b, calls: newCallStats(), now: time.Now}
 }
@@ -99,6 +111,8 @@ func (s *Sampler) begin(pid int, log io.Writer) bool {
 	s.last = make([]Sample, len(devs))
 	s.rings = make([]*ring, len(devs))
 	s.aggs = make([]aggregate, len(devs))
+	s.windows = make([]windows, len(devs))
+	s.gpmAt = make([]time.Time, len(devs))
 	n := int(s.opts.History/s.opts.Interval) + 2
 	for i := range devs {
 		s.rings[i] = newRing(n)
@@ -168,26 +182,52 @@ func (s *Sampler) round(now time.Time) {
 		s.nextProc = now.Add(s.opts.ProcessInterval)
 		s.scan()
 	}
-	doGPM := !now.Before(s.nextGPM)
-	if doGPM {
-		s.nextGPM = now.Add(s.opts.GPMInterval)
-	}
+	doGPM := due(&s.nextGPM, now, s.opts.GPMInterval)
+	doEnergy := due(&s.nextEnergy, now, s.opts.EnergyInterval)
+	doMem := due(&s.nextMem, now, s.opts.MemoryInterval)
 	for i, u := range s.used {
 		if !u {
 			continue
 		}
-		smp := s.last[i].carry()
-		s.b.fast(i, &smp)
-		if doGPM {
-			s.b.gpm(i, &smp)
-		}
+		prev := s.last[i]
+		smp := prev.carry()
+		smp.Have &^= FEnergy // set again by a read: the windows key on reads
+		s.b.fast(i, &smp, doEnergy, doMem)
+		newGPM := doGPM && s.b.gpm(i, &smp)
 		smp.At = s.now()
+		if doMem && smp.Have&FMemUsed != 0 {
+			smp.MemFrom, smp.MemAt = prev.MemAt, smp.At
+		}
+		if newGPM {
+			smp.GPMFrom, smp.GPMAt = s.gpmAt[i], smp.At
+		}
+		if doGPM {
+			s.gpmAt[i] = smp.At
+		}
+		energyRead := doEnergy && smp.Have&FEnergy != 0
+		if !energyRead && prev.Have&FEnergy != 0 {
+			smp.Have |= FEnergy // carried for the metrics; not a read
+			smp.EnergyMJ = prev.EnergyMJ
+		}
 		s.mu.Lock()
 		s.last[i] = smp
 		s.rings[i].push(smp)
 		s.aggs[i].add(smp)
+		s.keep(i, smp)
+		if energyRead {
+			s.windows[i].read(smp.At, smp.EnergyMJ, s.opts.WindowMin)
+		}
 		s.mu.Unlock()
 	}
+}
+
+// due reports whether a timer's time has come and sets its next one.
+func due(next *time.Time, now time.Time, every time.Duration) bool {
+	if now.Before(*next) {
+		return false
+	}
+	*next = now.Add(every)
+	return true
 }
 
 // scan finds the GPUs where the PID has a compute context and reads the slow

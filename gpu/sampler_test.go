@@ -95,7 +95,7 @@ func TestSampleValues(t *testing.T) {
 		t.Fatalf("%d GPUs sampled, want 1", len(l))
 	}
 	got := l[0].smp
-	want := Sample{At: c.t, Have: ^Field(0) & (FDRAM<<1 - 1), Util: 0.87, MemActivity: 0.33, MemUsed: 40 << 30, SMClock: 1980, MemClock: 2619,
+	want := Sample{At: c.t, MemAt: c.t.Add(-500 * time.Millisecond), GPMFrom: c.t.Add(-500 * time.Millisecond), GPMAt: c.t, Have: ^Field(0) & (FDRAM<<1 - 1), Util: 0.87, MemActivity: 0.33, MemUsed: 40 << 30, SMClock: 1980, MemClock: 2619,
 		PowerW: 612.5, EnergyMJ: 1_000_000, TempC: 61, Throttle: 0x24, SMActivity: 0.75, SMOccupancy: 0.4, TensorActivity: 0.55, DRAMActivity: 0.3}
 	if got != want {
 		t.Errorf("sample\n got %+v\nwant %+v", got, want)
@@ -122,6 +122,8 @@ func TestIntervals(t *testing.T) {
 	want := map[string]uint64{
 		"DeviceGetUtilizationRates":        100,
 		"DeviceGetPowerUsage":              100,
+		"DeviceGetTotalEnergyConsumption":  100, // no more often than the counter moves
+		"DeviceGetMemoryInfo":              10,
 		"DeviceGetComputeRunningProcesses": 10 * 8, // every GPU: the PID may move
 		"DeviceGetTemperature":             10,
 		"GpmSampleGet":                     20,
@@ -150,6 +152,17 @@ func TestValidate(t *testing.T) {
 		{Interval: 100 * time.Millisecond, ProcessInterval: 100 * time.Millisecond, GPMInterval: time.Second},
 		{Interval: 100 * time.Millisecond, ProcessInterval: time.Second, GPMInterval: 100 * time.Millisecond},
 	} {
+		if o.Validate() == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	for _, f := range []func(*Options){
+		func(o *Options) { o.EnergyInterval = 50 * time.Millisecond }, // faster than the counter moves
+		func(o *Options) { o.MemoryInterval = 20 * time.Millisecond },
+		func(o *Options) { o.WindowMin = 500 * time.Millisecond },
+	} {
+		o := DefaultOptions()
+		f(&o)
 		if o.Validate() == nil {
 			t.Errorf("%+v accepted", o)
 		}
@@ -194,7 +207,8 @@ func TestStartStopRealTime(t *testing.T) {
 	if n < 2 {
 		t.Errorf("%d samples in 60ms at 10ms", n)
 	}
-	if len(s.SummaryLines()) != 1 || !strings.Contains(s.SummaryLines()[0], "GPU 4 NVIDIA H200") {
+	if l := s.SummaryLines(); len(l) != 2 || !strings.Contains(l[0], "GPU 4 NVIDIA H200") ||
+		!strings.HasPrefix(l[1], "NVML cost: ") || !strings.Contains(l[1], "DeviceGetUtilizationRates") {
 		t.Errorf("summary %q", s.SummaryLines())
 	}
 	if len(f.ShutdownCalls()) != 1 {

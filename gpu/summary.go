@@ -2,7 +2,9 @@ package gpu
 
 import (
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 )
 
 // aggregate is one GPU over the session, for the final summary.
@@ -152,7 +154,37 @@ func (s *Sampler) SummaryLines() []string {
 	if len(out) == 0 {
 		out = append(out, fmt.Sprintf("GPU state: PID %d had no compute context on any GPU", s.pid))
 	}
-	return out
+	return append(out, costLine(s.Calls()))
+}
+
+// costLine is what NVML cost the session: every call, and the functions
+// that took the most time with their calls, mean and longest call. Each call
+// holds a driver lock the server needs; the longest is what a CUDA call of
+// the server may have waited.
+func costLine(calls map[string]CallStat) string {
+	type fn struct {
+		name string
+		st   CallStat
+	}
+	var fns []fn
+	var n uint64
+	var total time.Duration
+	for name, st := range calls {
+		fns = append(fns, fn{name, st})
+		n += st.Calls
+		total += st.Total
+	}
+	sort.Slice(fns, func(i, j int) bool { return fns[i].st.Total > fns[j].st.Total })
+	var b strings.Builder
+	fmt.Fprintf(&b, "NVML cost: %d calls, %s in all", n, total.Round(time.Microsecond))
+	for i, f := range fns {
+		if i == 4 || f.st.Calls == 0 {
+			break
+		}
+		fmt.Fprintf(&b, "; %s %d calls mean %s max %s", f.name, f.st.Calls,
+			(f.st.Total / time.Duration(f.st.Calls)).Round(time.Microsecond), f.st.Max.Round(time.Microsecond))
+	}
+	return b.String()
 }
 
 // Active reports whether GPU state is being sampled.

@@ -1,16 +1,21 @@
 package gpu
 
 import (
-	"sort"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// A stage lasts 1–30ms and GPU samples come every 100ms, averaged by the
-// driver over up to a second: a span gets the window of samples around it,
-// not a measurement of itself. Energy is the exception, as a counter delta
-// can be shared out over the window.
+// A stage lasts 1–30 ms; NVML's values average over 100 ms to 1 s. A span
+// gets only the values whose window describes it (rule.go), with the window
+// they cover; on a short stage that is none, and the values go on gpu_window
+// spans (windows.go) and Perfetto's counter tracks instead.
+
+// Window attributes: the union of the windows of the values on a span.
+const (
+	KeyWindowStart    = attribute.Key("specprobe.gpu.window.start")    // int, Unix ns
+	KeyWindowDuration = attribute.Key("specprobe.gpu.window.duration") // double, seconds
+)
 
 type stageCache struct {
 	pid        uint32
@@ -18,20 +23,35 @@ type stageCache struct {
 	attrs      []attribute.KeyValue
 }
 
-// gpuWindow is what one GPU's samples say about one stage.
+// spanFields are the fields a span may carry, in attribute order.
+var spanFields = []Field{FUtil, FMemActivity, FMemUsed, FSMClock, FMemClock, FPower, FThrottle,
+	FSMActivity, FSMOccupancy, FTensor, FDRAM}
+
+// gpuWindow is what one GPU's samples say about one span.
 type gpuWindow struct {
-	dev      Device
-	latest   Sample // the first sample at or after the end, else the last before it
-	throttle uint64 // any reason seen in the window
-	haveThr  bool
-	// energy counter delta between the counter updates around the stage
-	energyJ, windowJ, windowS float64
-	haveEnergy                bool
+	dev    Device
+	have   Field
+	val    [len(fieldNames)]float64 // by field bit: the mean of the samples that describe the span
+	thr    uint64                   // throttle reasons seen
+	window interval                 // the union of the windows of the values kept
 }
 
-// StageAttrs returns the GPU state that overlapped [start, end] of a stage of
-// pid, for spanbuilder.OTelSink.StageAttrs. One GPU gives scalar attributes;
-// several give arrays in device order (only the fields all of them have).
+var fieldNames = [...]string{"util", "memact", "memused", "smclock", "memclock", "power", "energy", "temp",
+	"throttle", "sm", "occupancy", "tensor", "dram"}
+
+func bit(f Field) int {
+	for i := range fieldNames {
+		if f == 1<<i {
+			return i
+		}
+	}
+	return -1
+}
+
+// StageAttrs returns the GPU values of pid whose windows describe the stage
+// [start, end], for spanbuilder.OTelSink.StageAttrs; nil where none does.
+// One GPU gives scalar attributes; several give arrays in device order (only
+// the fields all of them have).
 func (s *Sampler) StageAttrs(pid uint32, start, end time.Time) []attribute.KeyValue {
 	if s == nil {
 		return nil
@@ -42,136 +62,126 @@ func (s *Sampler) StageAttrs(pid uint32, start, end time.Time) []attribute.KeyVa
 		return nil
 	}
 	// A batched call reaches us once per request it served, same interval.
-	if c := &s.cache; c.attrs != nil && c.pid == pid && c.start.Equal(start) && c.end.Equal(end) {
+	if c := &s.cache; c.pid == pid && c.start.Equal(start) && c.end.Equal(end) {
 		return c.attrs
 	}
-	stale := 3 * s.opts.Interval
+	out := s.attrsOver(interval{start, end}, end.Sub(start)/2)
+	s.cache = stageCache{pid: pid, start: start, end: end, attrs: out}
+	return out
+}
+
+// attrsOver gives the attributes of the span [span] from the samples taken
+// during it or up to reach after it. Call with s.mu held.
+func (s *Sampler) attrsOver(span interval, reach time.Duration) []attribute.KeyValue {
 	var ws []gpuWindow
 	for i, u := range s.used {
 		if !u {
 			continue
 		}
-		if w, ok := s.rings[i].window(start, end, stale); ok {
+		if w, ok := s.rings[i].over(span, reach); ok {
 			w.dev = s.devs[i]
 			ws = append(ws, w)
 		}
 	}
-	var out []attribute.KeyValue
 	switch len(ws) {
 	case 0:
+		return nil
 	case 1:
-		out = ws[0].attrs()
-	default:
-		out = merge(ws)
+		return ws[0].attrs()
 	}
-	s.cache = stageCache{pid: pid, start: start, end: end, attrs: out}
-	return out
+	return merge(ws)
 }
 
-func (r *ring) window(start, end time.Time, stale time.Duration) (gpuWindow, bool) {
+// over averages, field by field, the samples taken in (start, end+reach]
+// whose window of that field describes the span.
+func (r *ring) over(span interval, reach time.Duration) (gpuWindow, bool) {
 	var w gpuWindow
-	if r.n == 0 {
-		return w, false
-	}
-	lo := r.search(start) - 1                                                   // last sample at or before start, -1 if none
-	hi := sort.Search(r.n, func(i int) bool { return !r.at(i).At.Before(end) }) // first at or after end
-	switch {
-	case hi < r.n && r.at(hi).At.Sub(end) <= stale:
-		w.latest = *r.at(hi)
-	case hi > 0 && end.Sub(r.at(hi-1).At) <= stale:
-		w.latest = *r.at(hi - 1)
-		hi--
-	default:
-		return w, false // sampling stopped or fell behind: nothing honest to say
-	}
-	for i := max(lo, 0); i <= hi; i++ {
-		if smp := r.at(i); smp.Have&FThrottle != 0 {
-			w.throttle |= smp.Throttle
-			w.haveThr = true
+	var n [len(fieldNames)]int
+	var last [len(fieldNames)]interval // carried values repeat: count each read once
+	for i := r.search(span.start); i < r.n; i++ {
+		smp := r.at(i)
+		if smp.At.After(span.end.Add(reach)) {
+			break
+		}
+		var prevAt time.Time
+		if i > 0 {
+			prevAt = r.at(i - 1).At
+		}
+		for _, f := range spanFields {
+			b := bit(f)
+			fw := fieldWindow(f, smp, prevAt)
+			if smp.Have&f == 0 || !describes(fw, span) || fw == last[b] {
+				continue
+			}
+			last[b] = fw
+			n[b]++
+			w.have |= f
+			w.window = w.window.union(fw)
+			if f == FThrottle {
+				w.thr |= smp.Throttle
+				continue
+			}
+			w.val[b] += value(f, smp)
 		}
 	}
-	w.energy(r, start, end, stale)
-	return w, true
+	for b := range n {
+		if n[b] > 0 {
+			w.val[b] /= float64(n[b])
+		}
+	}
+	return w, w.have != 0
 }
 
-// energy brackets the stage between the counter updates just before and
-// just after it (a sample showing a new value marks an update) and gives the
-// stage its time share of that delta. Where the counter updates more coarsely
-// than a few sample intervals, or the update after the stage is not in yet,
-// there is no energy and the span carries power only.
-func (w *gpuWindow) energy(r *ring, start, end time.Time, stale time.Duration) {
-	changed := func(i int) bool {
-		a, b := r.at(i-1), r.at(i)
-		return a.Have&b.Have&FEnergy != 0 && a.EnergyMJ != b.EnergyMJ
+func value(f Field, s *Sample) float64 {
+	switch f {
+	case FUtil:
+		return s.Util
+	case FMemActivity:
+		return s.MemActivity
+	case FMemUsed:
+		return float64(s.MemUsed)
+	case FSMClock:
+		return float64(s.SMClock)
+	case FMemClock:
+		return float64(s.MemClock)
+	case FPower:
+		return s.PowerW
+	case FSMActivity:
+		return s.SMActivity
+	case FSMOccupancy:
+		return s.SMOccupancy
+	case FTensor:
+		return s.TensorActivity
+	case FDRAM:
+		return s.DRAMActivity
 	}
-	a := -1
-	for i := r.search(start) - 1; i >= 1; i-- {
-		if start.Sub(r.at(i).At) > stale {
-			break
-		}
-		if changed(i) {
-			a = i
-			break
-		}
-	}
-	if a < 0 {
-		return
-	}
-	b := -1
-	for i := sort.Search(r.n, func(i int) bool { return !r.at(i).At.Before(end) }); i >= 1 && i < r.n; i++ {
-		if r.at(i).At.Sub(end) > stale {
-			break
-		}
-		if changed(i) {
-			b = i
-			break
-		}
-	}
-	if b < 0 {
-		return
-	}
-	sa, sb := r.at(a), r.at(b)
-	if sb.EnergyMJ < sa.EnergyMJ {
-		return // the counter restarted with the driver
-	}
-	dt := sb.At.Sub(sa.At).Seconds()
-	w.windowJ = float64(sb.EnergyMJ-sa.EnergyMJ) / 1000
-	w.windowS = dt
-	w.energyJ = w.windowJ * end.Sub(start).Seconds() / dt
-	w.haveEnergy = true
+	return 0
 }
 
 func (w *gpuWindow) attrs() []attribute.KeyValue {
-	s := &w.latest
-	out := []attribute.KeyValue{attribute.String("hw.id", w.dev.UUID)}
+	out := []attribute.KeyValue{attribute.String("hw.id", w.dev.UUID),
+		KeyWindowStart.Int64(w.window.start.UnixNano()), KeyWindowDuration.Float64(w.window.dur().Seconds())}
+	v := func(f Field) float64 { return w.val[bit(f)] }
 	f := func(field Field, kv attribute.KeyValue) {
-		if s.Have&field != 0 {
+		if w.have&field != 0 {
 			out = append(out, kv)
 		}
 	}
-	f(FUtil, attribute.Float64("hw.gpu.utilization", s.Util))
-	f(FMemActivity, attribute.Float64("specprobe.gpu.memory.activity", s.MemActivity))
-	f(FMemUsed, attribute.Int64("hw.gpu.memory.usage", int64(s.MemUsed)))
+	f(FUtil, attribute.Float64("hw.gpu.utilization", v(FUtil)))
+	f(FMemActivity, attribute.Float64("specprobe.gpu.memory.activity", v(FMemActivity)))
+	f(FMemUsed, attribute.Int64("hw.gpu.memory.usage", int64(v(FMemUsed))))
 	if w.dev.MemTotal > 0 {
-		out = append(out, attribute.Int64("hw.gpu.memory.limit", int64(w.dev.MemTotal)))
-		f(FMemUsed, attribute.Float64("hw.gpu.memory.utilization", float64(s.MemUsed)/float64(w.dev.MemTotal)))
+		f(FMemUsed, attribute.Int64("hw.gpu.memory.limit", int64(w.dev.MemTotal)))
+		f(FMemUsed, attribute.Float64("hw.gpu.memory.utilization", v(FMemUsed)/float64(w.dev.MemTotal)))
 	}
-	f(FSMClock, attribute.Int64("specprobe.gpu.clock.sm", int64(s.SMClock)))
-	f(FMemClock, attribute.Int64("specprobe.gpu.clock.memory", int64(s.MemClock)))
-	f(FPower, attribute.Float64("hw.power", s.PowerW))
-	f(FTemp, attribute.Float64("hw.temperature", s.TempC))
-	if w.haveThr {
-		out = append(out, attribute.String("specprobe.gpu.throttle_reasons", ThrottleReasons(w.throttle)))
-	}
-	if w.haveEnergy {
-		out = append(out, attribute.Float64("hw.energy", w.energyJ),
-			attribute.Float64("specprobe.gpu.energy.window", w.windowJ),
-			attribute.Float64("specprobe.gpu.energy.window_duration", w.windowS))
-	}
-	f(FSMActivity, attribute.Float64("specprobe.gpu.sm_activity", s.SMActivity))
-	f(FSMOccupancy, attribute.Float64("specprobe.gpu.sm_occupancy", s.SMOccupancy))
-	f(FTensor, attribute.Float64("specprobe.gpu.tensor_activity", s.TensorActivity))
-	f(FDRAM, attribute.Float64("specprobe.gpu.dram_activity", s.DRAMActivity))
+	f(FSMClock, attribute.Int64("specprobe.gpu.clock.sm", int64(v(FSMClock))))
+	f(FMemClock, attribute.Int64("specprobe.gpu.clock.memory", int64(v(FMemClock))))
+	f(FPower, attribute.Float64("hw.power", v(FPower)))
+	f(FThrottle, attribute.String("specprobe.gpu.throttle_reasons", ThrottleReasons(w.thr)))
+	f(FSMActivity, attribute.Float64("specprobe.gpu.sm_activity", v(FSMActivity)))
+	f(FSMOccupancy, attribute.Float64("specprobe.gpu.sm_occupancy", v(FSMOccupancy)))
+	f(FTensor, attribute.Float64("specprobe.gpu.tensor_activity", v(FTensor)))
+	f(FDRAM, attribute.Float64("specprobe.gpu.dram_activity", v(FDRAM)))
 	return out
 }
 

@@ -19,9 +19,9 @@ if command -v nvidia-smi >/dev/null; then
 fi
 echo
 echo "== how often each value changes: sampled every 10ms for 5s (GPM every 200ms)"
-./bin/gpucheck --interval 10ms --gpm-interval 200ms --duration 5s "$@"
+./bin/gpucheck --interval 10ms --gpm-interval 200ms --energy-interval 10ms --memory-interval 10ms --duration 5s "$@"
 echo
-echo "== the default intervals (100ms, process list 1s, GPM 500ms) for 5s: the NVML call rate specprobe attach makes"
+echo "== the default intervals (100ms, energy 100ms, memory 1s, process list 1s, GPM 500ms) for 5s: the NVML call rate specprobe attach makes"
 ./bin/gpucheck --duration 5s "$@"
 echo
 echo "== the sampler's tests against go-nvml's mocks on this machine"

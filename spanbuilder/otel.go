@@ -163,6 +163,17 @@ func (o *OTelSink) Step(s Step) {
 	clear(o.batch)
 }
 
+// Window hands on a span outside any request, the root of a trace of its
+// own: a gpu_window (the GPU over a window of its energy counter).
+func (o *OTelSink) Window(name string, start, end time.Time, attrs []attribute.KeyValue) {
+	sp := &o.newSpans(1)[0]
+	*sp = o.span(o.ids.Trace(), spanrec.SpanID{}, name, start)
+	sp.End, sp.Own = end.UnixNano(), attrs
+	o.batch = append(o.batch[:0], sp)
+	o.out(o.batch)
+	clear(o.batch)
+}
+
 func (o *OTelSink) newRequest(s Step) *request {
 	trace := o.ids.Trace()
 	r := &request{keep: true, threads: map[uint32]*threadSpans{}}

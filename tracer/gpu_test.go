@@ -6,6 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"github.com/specprobe/specprobe/export"
+	"go.opentelemetry.io/otel/attribute"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -28,8 +32,13 @@ import (
 )
 
 // traceDemo traces the demo target for a moment with sampler s and returns
-// the log, the spans and the metric names collected at the end.
+// the log, the spans and the metric names collected at the end; the Perfetto
+// trace is written to perfettoPath.
 func traceDemo(t *testing.T, s func(pid int) *gpu.Sampler) (string, *tracer.Result, []sdktrace.ReadOnlySpan, map[string]bool) {
+	return traceDemoTo(t, s, filepath.Join(t.TempDir(), "trace.json"))
+}
+
+func traceDemoTo(t *testing.T, s func(pid int) *gpu.Sampler, perfettoPath string) (string, *tracer.Result, []sdktrace.ReadOnlySpan, map[string]bool) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipped in -short mode: attaches BPF probes to the demo target")
@@ -59,9 +68,13 @@ func traceDemo(t *testing.T, s func(pid int) *gpu.Sampler) (string, *tracer.Resu
 	metrics := &metricNames{names: map[string]bool{}}
 	reader := sdkmetric.NewPeriodicReader(metrics, sdkmetric.WithInterval(time.Hour)) // exports at shutdown
 	var log bytes.Buffer
+	pf, err := os.Create(perfettoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := tracer.Run(context.Background(), tracer.Config{
 		PID: cmd.Process.Pid, Spec: spec, SkipEndbr: true, Duration: 700 * time.Millisecond, Log: &log,
-		Exporters: []tracer.Exporter{{Name: "memory", SpanExporter: keep{mem}}},
+		Exporters: []tracer.Exporter{{Name: "memory", SpanExporter: keep{mem}}, {Name: "perfetto", Exporter: export.NewPerfetto(pf)}},
 		GPU:       s(cmd.Process.Pid), MetricReaders: []sdkmetric.Reader{reader},
 	})
 	if err != nil {
@@ -135,41 +148,101 @@ func TestRunWithoutNVML(t *testing.T) {
 	}
 }
 
-// TestRunWithMockGPU: the demo target "uses" GPU 3 of a mock 8xH200; every
-// stage span carries its state, and the metrics include it.
+// TestRunWithMockGPU: the demo target "uses" GPU 3 of a mock 8xH200. Its
+// stages last milliseconds: a stage span carries a GPU value only with a
+// window that describes it (within the span stretched by half its length
+// each side); gpu_window spans carry the energy of the steps in them, and the
+// metrics and the summary include the GPU.
 func TestRunWithMockGPU(t *testing.T) {
-	log, _, spans, metrics := traceDemo(t, func(pid int) *gpu.Sampler {
+	var target int
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	log, _, spans, metrics := traceDemoTo(t, func(pid int) *gpu.Sampler {
+		target = pid
 		srv := dgxh200.New()
 		for i, d := range srv.Devices {
 			stubGPU(d.(*server.Device), map[bool]uint32{true: uint32(pid)}[i == 3])
 		}
 		o := gpu.DefaultOptions()
 		o.Interval = 10 * time.Millisecond // many samples in a short run
+		o.WindowMin = 200 * time.Millisecond
 		return gpu.New(srv, o)
-	})
+	}, trace)
 	if !strings.Contains(log, "GPU state: PID") {
 		t.Fatalf("no GPU start line:\n%s", log)
 	}
-	with, stages := 0, 0
+	checkCounterTracks(t, trace, target)
+	stages, windows := 0, 0
 	for _, s := range spans {
-		if strings.HasPrefix(s.Name(), "spec_") {
+		a := map[string]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			a[string(kv.Key)] = kv.Value
+		}
+		switch {
+		case strings.HasPrefix(s.Name(), "spec_"):
 			stages++
-			if len(gpuKeys(s)) > 0 {
-				with++
+			if len(gpuKeys(s)) == 0 {
+				continue
+			}
+			ws, wd := a[string(gpu.KeyWindowStart)].AsInt64(), a[string(gpu.KeyWindowDuration)].AsFloat64()
+			d := s.EndTime().Sub(s.StartTime())
+			lo, hi := s.StartTime().Add(-d/2), s.EndTime().Add(d/2)
+			w0 := time.Unix(0, ws)
+			if ws == 0 || w0.Before(lo) || w0.Add(time.Duration(wd*1e9)).After(hi) {
+				t.Errorf("%s of %v carries %v over a window of %gs from %v", s.Name(), d, gpuKeys(s), wd, w0.Sub(s.StartTime()))
+			}
+		case s.Name() == gpu.GPUWindowSpan:
+			windows++
+			if a["hw.energy"].AsFloat64() <= 0 || a[string(gpu.KeySteps)].AsInt64() <= 0 || a[string(gpu.KeyEnergyPerStep)].AsFloat64() <= 0 {
+				t.Errorf("gpu_window %v: %v", s.EndTime().Sub(s.StartTime()), s.Attributes())
 			}
 		}
 	}
-	// Stages flushed at detach may end past the last sample; the rest have state.
-	if stages == 0 || with < stages*9/10 {
-		t.Errorf("%d of %d stage spans carry GPU state", with, stages)
+	if stages == 0 || windows == 0 {
+		t.Errorf("%d stage spans, %d gpu_window spans", stages, windows)
 	}
 	for _, m := range []string{"hw.gpu.utilization", "hw.power", "hw.energy", "specprobe.spec.acceptance_rate", "specprobe.spec.energy_per_accepted_token"} {
 		if !metrics[m] {
 			t.Errorf("metric %s missing (have %v)", m, metrics)
 		}
 	}
-	if !strings.Contains(log, "GPU 3 NVIDIA H200") {
-		t.Errorf("no GPU line in the summary:\n%s", log)
+	if !strings.Contains(log, "GPU 3 NVIDIA H200") || !strings.Contains(log, "NVML cost: ") {
+		t.Errorf("no GPU or NVML cost line in the summary:\n%s", log)
+	}
+}
+
+// checkCounterTracks reads the Perfetto JSON back: the mocked GPU's power
+// and clock are counter tracks under the traced process.
+func checkCounterTracks(t *testing.T, path string, pid int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph string
+			Pid      int
+			Args     map[string]any
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph != "C" {
+			continue
+		}
+		n[e.Name]++
+		if e.Pid != pid {
+			t.Errorf("counter %s under pid %d, want the target's %d", e.Name, e.Pid, pid)
+		}
+		if (e.Name == "GPU 3 power" && e.Args["W"] != 500.0) || (e.Name == "GPU 3 SM clock" && e.Args["MHz"] != 1980.0) {
+			t.Errorf("%s: %v", e.Name, e.Args)
+		}
+	}
+	if n["GPU 3 power"] < 10 || n["GPU 3 SM clock"] < 10 || n["GPU 3 utilization"] < 10 {
+		t.Errorf("counter tracks %v: want power, SM clock and utilisation every 10ms", n)
 	}
 }
 

@@ -253,7 +253,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	live := newLiveSummary(cfg.Live)
 	accepted := stepCounts(cfg.Spec) && late == nil
 	live.accepted = accepted
-	gpus.attach(sink, live)
+	gpus.attach(sink, live, exps)
 	start := time.Now()
 
 	stop := make(chan struct{})
@@ -301,6 +301,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				late.Expire(now)
 			}
 			sink.Expire(now)
+			gpus.tick(sink, now)
 			n, drops := events()
 			live.update(builder, n, drops, exps)
 			gpus.observe(&builder.Stats)
@@ -355,6 +356,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if late != nil {
 		late.CloseAll()
 	}
+	gpus.tick(sink, time.Now().Add(time.Minute)) // every closed window, the counters so far
 	sink.Close()
 	live.clear()
 	res.Python = pyStats(procs, late)

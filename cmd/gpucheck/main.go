@@ -18,6 +18,8 @@ func main() {
 	flag.DurationVar(&o.Interval, "interval", o.Interval, "sampling interval of the cheap fields")
 	flag.DurationVar(&o.ProcessInterval, "process-interval", o.ProcessInterval, "process list and temperature interval")
 	flag.DurationVar(&o.GPMInterval, "gpm-interval", o.GPMInterval, "GPM interval")
+	flag.DurationVar(&o.EnergyInterval, "energy-interval", o.EnergyInterval, "energy counter interval")
+	flag.DurationVar(&o.MemoryInterval, "memory-interval", o.MemoryInterval, "memory used interval")
 	flag.DurationVar(&o.Duration, "duration", 5*time.Second, "how long to sample")
 	flag.Parse()
 	if err := gpu.Check(os.Stdout, o); err != nil {

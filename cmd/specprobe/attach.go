@@ -75,8 +75,10 @@ an unreachable collector delays the exit, it does not fail it.
 
 GPU state: the GPUs the process has a compute context on are sampled through
 NVML (--gpu-interval, --gpu-process-interval, --gpu-gpm-interval; --no-gpu to
-skip); each stage span gets the state that overlapped it (hw.*, specprobe.gpu.*),
-and with --metrics-exporter (or OTLP span export) the samples and the
+skip); a stage span gets a GPU value (hw.*, specprobe.gpu.*) only with the
+window it covers (specprobe.gpu.window.*) and only where that window can
+describe the span; gpu_window spans carry energy per step and per accepted
+token (--gpu-window); Perfetto gets GPU counter tracks; and with --metrics-exporter (or OTLP span export) the samples and the
 acceptance rate, accepted tokens per verify and energy per accepted token go
 out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.`,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -24,6 +24,9 @@ func addGPUFlags(f *pflag.FlagSet) *gpuFlags {
 	f.DurationVar(&g.opts.Interval, "gpu-interval", g.opts.Interval, "sample GPU utilisation, memory, clocks, power, energy and throttling this often (>= 10ms)")
 	f.DurationVar(&g.opts.ProcessInterval, "gpu-process-interval", g.opts.ProcessInterval, "look for the GPUs the process uses, and read temperature, this often (>= 1s)")
 	f.DurationVar(&g.opts.GPMInterval, "gpu-gpm-interval", g.opts.GPMInterval, "sample SM activity, occupancy and tensor activity (GPM, Hopper+) this often (> 100ms)")
+	f.DurationVar(&g.opts.EnergyInterval, "gpu-energy-interval", g.opts.EnergyInterval, "read the energy counter (a slow NVML call) this often (>= 100ms, the counter's own period)")
+	f.DurationVar(&g.opts.MemoryInterval, "gpu-memory-interval", g.opts.MemoryInterval, "read GPU memory used (a slow NVML call) this often (>= 100ms)")
+	f.DurationVar(&g.opts.WindowMin, "gpu-window", g.opts.WindowMin, "gpu_window spans (energy per step and per accepted token): at least this long (>= 1s)")
 	f.StringVar(&g.metrics, "metrics-exporter", "", "where metrics go: "+export.MetricNames()+" (default: OTLP when spans go to OTLP or OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT is set)")
 	return g
 }
