@@ -3,9 +3,9 @@ package loader
 import (
 	"encoding/binary"
 	"fmt"
-	"unicode/utf16"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/pyproc"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
 
@@ -161,43 +161,12 @@ func decodePyValue(b []byte) (any, []byte, error) {
 			return nil, nil, fmt.Errorf("truncated str")
 		}
 		kind, n := int(b[1]), int(binary.LittleEndian.Uint16(b[2:]))
-		if len(b) < 4+n || kind == 0 || n%kind != 0 {
+		if len(b) < 4+n || kind != 1 && kind != 2 && kind != 4 || n%kind != 0 {
 			return nil, nil, fmt.Errorf("bad str (kind %d, %d bytes)", kind, n)
 		}
-		return decodeStr(b[4:4+n], kind), b[4+n:], nil
+		return pyproc.DecodeStr(b[4:4+n], uint32(kind)), b[4+n:], nil
 	}
 	return nil, nil, fmt.Errorf("unknown tag %#x", b[0])
-}
-
-// decodeStr turns a compact str's data (1, 2 or 4 bytes a character) into
-// a Go string.
-func decodeStr(b []byte, kind int) string {
-	switch kind {
-	case 1:
-		ascii := true
-		for _, c := range b {
-			ascii = ascii && c < 0x80
-		}
-		if ascii {
-			return string(b)
-		}
-		r := make([]rune, len(b))
-		for i, c := range b {
-			r[i] = rune(c) // latin-1
-		}
-		return string(r)
-	case 2:
-		u := make([]uint16, len(b)/2)
-		for i := range u {
-			u[i] = binary.LittleEndian.Uint16(b[2*i:])
-		}
-		return string(utf16.Decode(u))
-	}
-	r := make([]rune, len(b)/4)
-	for i := range r {
-		r[i] = rune(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return string(r)
 }
 
 // PyCallRead is what a Python call's exit carries (spanbuilder.Event.Read)

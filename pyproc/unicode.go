@@ -78,7 +78,17 @@ func (p *Process) readStr(addr uint64) (string, error) {
 	return decodeKind(raw, h.kind), nil
 }
 
+// DecodeStr turns a compact str's data into a Go string, as CPython stores
+// it (PEP 393): each unit of kind bytes (1, 2 or 4) is one code point, so a
+// 2-byte str holds no surrogate pairs to join, and a lone surrogate (or any
+// value that is no code point) becomes U+FFFD. BPF's reads and user
+// space's decode by this one rule.
+func DecodeStr(raw []byte, kind uint32) string { return decodeKind(raw, kind) }
+
 func decodeKind(raw []byte, kind uint32) string {
+	if kind != 1 && kind != 2 && kind != 4 {
+		return string(utf8.RuneError)
+	}
 	if kind == 1 && isASCII(raw) {
 		return string(raw)
 	}
