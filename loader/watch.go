@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/internal/procfs"
 )
 
 // Breakpoint constants (linux/hw_breakpoint.h).
@@ -55,7 +55,7 @@ func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64, wake Wake) (
 	}
 	s.hits.watch(site, addr, refcnt)
 	w := &Watch{Addr: addr, Site: site}
-	tids, err := threads(s.PID)
+	tids, err := procfs.Tasks(s.PID)
 	if err != nil {
 		s.DisarmWatch(w)
 		return nil, err
@@ -146,18 +146,4 @@ func openBreakpointBits(tid int, addr uint64, extra uint64) (int, error) {
 		Branch_sample_type: 0,
 	}
 	return unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
-}
-
-func threads(pid int) ([]int, error) {
-	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil, fmt.Errorf("listing the threads of PID %d: %w", pid, err)
-	}
-	var tids []int
-	for _, e := range entries {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	return tids, nil
 }
