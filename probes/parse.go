@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/specprobe/specprobe/internal/safefile"
+	"github.com/specprobe/specprobe/procgroup"
 )
 
 // Error is a mistake in a spec, with the place it was found.
@@ -260,7 +261,7 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	if pr, ok := f["process"]; ok {
 		s.Process = p.strs(pr, what+".process")
 		for _, name := range s.Process {
-			if !titleName.MatchString(name) {
+			if !procgroup.IsName(name) {
 				p.fail(pr, "%s.process: %q is not the name in a process title (VLLM::Worker_TP0 is Worker)", what, name)
 			}
 		}
@@ -326,9 +327,6 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
-
-// titleName is the name in a process title, as procgroup.ParseTitle reads it.
-var titleName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
 
 func (p *parser) checkLimits(s *Stage, n *yaml.Node, what string) {
 	if p.err != nil {

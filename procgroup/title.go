@@ -39,6 +39,10 @@ var (
 	rankPart = regexp.MustCompile(`^([A-Z]{1,4})([0-9]{1,6})$`)
 )
 
+// IsName tells whether s can be the name (or the prefix) in a title: what a
+// spec's process list may name is what ParseTitle reads.
+func IsName(s string) bool { return namePart.MatchString(s) }
+
 // ParseTitle reads a title from the first argument of a command line
 // (setproctitle writes the title there; a program run with exec -a has it
 // as argv[0]). Only its first word counts. false when it is not a title.
