@@ -137,7 +137,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python: how long to wait for a server's worker module (to choose the catalog spec) and then for each stage's module to be imported")
 	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
 	f.BoolVar(&anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
-	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (values of flags named like key/token/secret/password/auth and URL credentials replaced) or full")
+	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
 	return cmd
 }
 
