@@ -88,7 +88,7 @@ const attachTimeout = 30 * time.Second
 // metadata when the look fetched it already.
 func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8smeta.Info) {
 	ctx, cancel := context.WithCancel(d.ctx)
-	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: ktime.BootNow(), tries: c.tries + 1,
+	t := &target{id: c.id, exe: loader.Label(c.id.PID), engine: spec.Engine, seen: c.seen, boot: ktime.BootNow(), tries: c.tries + 1,
 		cancel: cancel, costPerEvent: uprobeEventCost, better: d.betterSpecs(spec), owner: owner}
 	if spec.IsPython() {
 		t.costPerEvent = watchEventCost

@@ -83,7 +83,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			if pid == 0 {
 				return fmt.Errorf("--pid is required")
 			}
-			if err := checkDurations(duration, flush); err != nil {
+			if err := checkDurations(duration, flush, idle, wait); err != nil {
 				return err
 			}
 			cmdMode, err := redact.ParseMode(cmdline)
@@ -186,7 +186,7 @@ func detectSpec(pid int, anyRank bool, wait time.Duration) (*probes.Spec, error)
 	if err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))
+	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Label(pid))
 }
 
 // otherRank says a process is not the rank its spec traces, which process
@@ -226,14 +226,21 @@ func peerTitled(pid int, title string) int {
 	return 0
 }
 
-// checkDurations refuses a negative --duration (0 means no limit) and a
-// flush timeout that would drop every span.
-func checkDurations(duration, flush time.Duration) error {
+// checkDurations refuses a negative --duration (0 means no limit),
+// --request-idle (0: the span builder's default) or --import-wait (0: do
+// not wait), and a flush timeout that would drop every span.
+func checkDurations(duration, flush, idle, wait time.Duration) error {
 	if duration < 0 {
 		return fmt.Errorf("--duration %s: want a positive duration, or 0 to trace until Ctrl-C or the target's exit", duration)
 	}
 	if flush <= 0 {
 		return fmt.Errorf("--flush-timeout %s: want a positive duration", flush)
+	}
+	if idle < 0 {
+		return fmt.Errorf("--request-idle %s: want a positive duration (how long a request may take part in no step before its span ends)", idle)
+	}
+	if wait < 0 {
+		return fmt.Errorf("--import-wait %s: want a positive duration, or 0 not to wait for Python modules", wait)
 	}
 	return nil
 }

@@ -31,10 +31,11 @@ func addGPUFlags(f *pflag.FlagSet) *gpuFlags {
 // apply sets the sampler and metric readers of cfg; spanExporters are the
 // --exporter values, whose OTLP protocol the metrics follow.
 func (g *gpuFlags) apply(ctx context.Context, cfg *tracer.Config, spanExporters []string) error {
+	// Checked with --no-gpu too: a negative interval is a mistake either way.
+	if err := g.opts.Validate(); err != nil {
+		return err
+	}
 	if !g.off {
-		if err := g.opts.Validate(); err != nil {
-			return err
-		}
 		cfg.GPU = gpu.Open(g.opts)
 	}
 	r, err := export.MetricReader(ctx, g.metrics, spanExporters)
