@@ -159,6 +159,9 @@ func (d *Daemon) finish(e sessionEnd) {
 	}
 	delete(d.targets, t.id.PID)
 	addProgress(&d.totals, t.progress, t.costPerEvent)
+	if fe := new(tracer.FileError); d.fileErr == nil && errors.As(e.err, &fe) {
+		d.fileErr = fmt.Errorf("PID %d: %w", t.id.PID, fe)
+	}
 	attached := !t.attachedAt.IsZero()
 	alive := false
 	if id, err := discover.Identify(t.id.PID); err == nil && id == t.id {
