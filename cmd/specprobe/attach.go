@@ -86,6 +86,9 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			if err := checkDurations(duration, flush, idle, wait); err != nil {
 				return err
 			}
+			if err := gpuFl.check(); err != nil {
+				return err
+			}
 			cmdMode, err := redact.ParseMode(cmdline)
 			if err != nil {
 				return fmt.Errorf("--command-line: %w", err)

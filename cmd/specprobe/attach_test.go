@@ -36,7 +36,7 @@ func TestCheckDurations(t *testing.T) {
 func TestGPUFlagsNoGPU(t *testing.T) {
 	g := addGPUFlags(pflag.NewFlagSet("attach", pflag.ContinueOnError))
 	g.off, g.opts.Interval = true, -time.Second
-	if err := g.apply(t.Context(), nil, nil); err == nil || !strings.Contains(err.Error(), "--gpu-interval -1s") {
-		t.Errorf("apply with --no-gpu --gpu-interval -1s: %v", err)
+	if err := g.check(); err == nil || !strings.Contains(err.Error(), "--gpu-interval -1s") {
+		t.Errorf("check with --no-gpu --gpu-interval -1s: %v", err)
 	}
 }
