@@ -28,7 +28,8 @@ const OutputMode = 0o600
 //     link, owned by the user specprobe runs as: it is looked at through an
 //     O_PATH descriptor first, so a device is never opened (opening
 //     /dev/watchdog arms it), then opened for writing and checked to be the
-//     same file before it is truncated.
+//     same file before it is truncated. The null device is the exception:
+//     written to, not truncated.
 func Create(path string) (*os.File, error) {
 	if path == "" {
 		return nil, errors.New("output file: empty path")
@@ -80,7 +81,7 @@ func truncateExisting(dir int, name, path string) (*os.File, error) {
 	} else if err == nil {
 		err = checkExisting(path, after, os.Geteuid())
 	}
-	if err == nil {
+	if err == nil && !nullDevice(after) {
 		err = f.Truncate(0)
 	}
 	if err == nil {
@@ -99,6 +100,9 @@ func checkExisting(path string, st fs.FileInfo, euid int) error {
 	if st.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("%s: %w", path, errLinkOnTheWay)
 	}
+	if nullDevice(st) {
+		return nil
+	}
 	if err := Regular(path, st); err != nil {
 		return fmt.Errorf("%w: refusing to write to it as an output file", err)
 	}
@@ -113,6 +117,15 @@ func checkExisting(path string, st fs.FileInfo, euid int) error {
 		return fmt.Errorf("%s: exists with %d hard links: refusing to truncate a file that has other names (remove it, or give another path)", path, sys.Nlink)
 	}
 	return nil
+}
+
+// nullDevice: the null device (character device 1:3, whatever its name),
+// the one device an output may go to: writing to it discards, opening it
+// does nothing else ("count the spans, keep none"). /dev/full (1:7) and
+// every other device are refused.
+func nullDevice(st fs.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && st.Mode()&fs.ModeCharDevice != 0 && unix.Major(sys.Rdev) == 1 && unix.Minor(sys.Rdev) == 3
 }
 
 // resolveNoLinks: no symbolic link anywhere on the path, and none of
