@@ -137,3 +137,36 @@ func TestOutputWriteErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDaemonOutputWriteError: the daemon whose output file cannot be
+// written (past RLIMIT_FSIZE) logs the failure with the session's detach
+// and exits non-zero at SIGTERM, every probe gone.
+func TestDaemonOutputWriteError(t *testing.T) {
+	needRoot(t)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit (util-linux) not installed: cannot limit the output file's size")
+	}
+	path := filepath.Join(t.TempDir(), "spans.jsonl")
+	d := startDaemonAs(t, []string{prlimit, "--fsize=1024", "--"}, nil,
+		"--exporter", "otlp-file", "--output", path, "--engine", "demo", "--metrics-exporter", "none")
+	target := startDemo(t, demoBinary(t, "specdemo-cet"), "--requests", "6")
+	pid := target.cmd.Process.Pid
+	d.waitFor(t, fmt.Sprintf("PID %d attached", pid), func() bool { return d.attached(pid) })
+	target.release(t)
+	waitExit(t, target, 0)
+	d.waitFor(t, "the detach", func() bool { return d.metric("specprobe_daemon_detaches_total") == 1 })
+	if f := d.metric("specprobe_spans_failed_total"); f == 0 {
+		t.Errorf("no failed span counted on /metrics")
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	err = d.cmd.Wait()
+	out := d.out.String()
+	if err == nil {
+		t.Errorf("daemon exit 0 after failing to write its output:\n%s", out)
+	}
+	if want := "spans not written: write " + path + ": file too large"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	assertNoProbesLeft(t)
+}
