@@ -45,6 +45,8 @@ func TestConfigErrors(t *testing.T) {
 		{"event_budget: -5\n", "event_budget -5"},
 		{"memory_limit: lots\n", `memory_limit: "lots" is not a size`},
 		{"metrics_interval: 10ms\n", "metrics_interval 10ms: want at least 1s"},
+		{"metrics_interval: -30s\n", "metrics_interval -30s: want at least 1s"},
+		{"flush_timeout: -1s\n", "flush_timeout -1s: want a positive duration"},
 		{"max_processes: many\n", "c.yaml: line 1: cannot unmarshal"},
 		{"kubelet:\n  url: x\n  token: y\n", "line 3: field token not found"},
 	} {

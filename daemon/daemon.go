@@ -23,6 +23,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/specmetrics"
@@ -98,6 +99,9 @@ type Daemon struct {
 	working     int         // workers looking at a candidate
 	busyUID     map[int]int // of those, per user
 	totals      Totals      // of ended sessions, and the daemon's own counters
+	// fileErr is the first session's failure to write its spans to an
+	// output file: the daemon's exit status says so.
+	fileErr error
 }
 
 // New checks the options; Run starts the work.
@@ -189,10 +193,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			d.stopAll()
-			for _, e := range d.opts.Exporters {
-				d.shutdown(e.Shutdown)
-			}
-			return nil
+			return d.shutdownExporters()
 		case e := <-execCh:
 			d.consider(e.PID, e.BootNs)
 		case l := <-d.looks:
@@ -241,10 +242,27 @@ func serve(addr string, h http.Handler, what string) (string, *http.Server, erro
 func (d *Daemon) touch() { d.lastLoop.Store(time.Now().UnixNano()) }
 
 // shutdown runs a final flush within flush_timeout.
-func (d *Daemon) shutdown(f func(context.Context) error) {
+func (d *Daemon) shutdown(f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.opts.FlushTimeout)
 	defer cancel()
-	_ = f(ctx)
+	return f(ctx)
+}
+
+// shutdownExporters shuts the exporters down (Perfetto writes its file
+// then) and returns what failed to be written to a file: then, or by a
+// session.
+func (d *Daemon) shutdownExporters() error {
+	d.mu.Lock()
+	errs := []error{d.fileErr}
+	d.mu.Unlock()
+	for _, e := range d.opts.Exporters {
+		err := d.shutdown(e.Shutdown)
+		if k, ok := export.Lookup(e.Name); ok && k.File && err != nil {
+			d.log.printf("exporter %s: %v", e.Name, err)
+			errs = append(errs, fmt.Errorf("exporter %s: %w", e.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (d *Daemon) scan(rescan bool) {

@@ -54,7 +54,7 @@ func (d *Daemon) consider(pid int, execAt uint64) {
 			// that is gone. Detach; the new program is examined when the
 			// session has ended.
 			t.exec = true
-			d.log.printf("PID %d exec'd %s: detaching", pid, loader.Exe(pid))
+			d.log.printf("PID %d exec'd %s: detaching", pid, loader.Label(pid))
 			t.cancel()
 		}
 		d.mu.Unlock()

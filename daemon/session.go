@@ -88,7 +88,7 @@ const attachTimeout = 30 * time.Second
 // metadata when the look fetched it already.
 func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8smeta.Info) {
 	ctx, cancel := context.WithCancel(d.ctx)
-	t := &target{id: c.id, exe: loader.Exe(c.id.PID), engine: spec.Engine, seen: c.seen, boot: ktime.BootNow(), tries: c.tries + 1,
+	t := &target{id: c.id, exe: loader.Label(c.id.PID), engine: spec.Engine, seen: c.seen, boot: ktime.BootNow(), tries: c.tries + 1,
 		cancel: cancel, costPerEvent: uprobeEventCost, better: d.betterSpecs(spec), owner: owner}
 	if spec.IsPython() {
 		t.costPerEvent = watchEventCost
@@ -159,6 +159,9 @@ func (d *Daemon) finish(e sessionEnd) {
 	}
 	delete(d.targets, t.id.PID)
 	addProgress(&d.totals, t.progress, t.costPerEvent)
+	if fe := new(tracer.FileError); d.fileErr == nil && errors.As(e.err, &fe) {
+		d.fileErr = fmt.Errorf("PID %d: %w", t.id.PID, fe)
+	}
 	attached := !t.attachedAt.IsZero()
 	alive := false
 	if id, err := discover.Identify(t.id.PID); err == nil && id == t.id {

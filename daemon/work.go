@@ -258,7 +258,7 @@ func (d *Daemon) decide(l look, now time.Time) {
 				if why == reasonMaxProcesses {
 					d.totals.SkippedAtLimit++
 				}
-				d.log.printf("PID %d (%s) matches %s but %s is reached: it is attached when a slot frees", c.id.PID, loader.Exe(c.id.PID), l.spec.Engine, why)
+				d.log.printf("PID %d (%s) matches %s but %s is reached: it is attached when a slot frees", c.id.PID, loader.Label(c.id.PID), l.spec.Engine, why)
 			}
 			c.next = now.Add(time.Second)
 			return
@@ -297,7 +297,7 @@ func (d *Daemon) countLocked(id discover.ID, reason string, err error, pid int) 
 	}
 	h.logged[reason] = true
 	if err != nil {
-		d.log.printf("PID %d (%s) not traced (%s): %v", pid, loader.Exe(pid), reason, err)
+		d.log.printf("PID %d (%s) not traced (%s): %v", pid, loader.Label(pid), reason, err)
 	}
 }
 

@@ -130,6 +130,9 @@ func (p *perfetto) addStage(pid int64, si stageInfo) {
 	}
 }
 
+// WritesAtShutdown: every span is written at Shutdown (QueueProcessor).
+func (*perfetto) WritesAtShutdown() {}
+
 func (p *perfetto) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

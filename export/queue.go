@@ -41,7 +41,13 @@ type QueueProcessor struct {
 	sdkRes   map[any]*spanrec.Resource // OnEnd's resources, converted once
 
 	exported, dropped, failed atomic.Uint64
+	firstErr                  atomic.Pointer[error] // the exporter's first error
 }
+
+// WritesAtShutdown marks an exporter that keeps the spans it is given and
+// writes them all at Shutdown (Perfetto's one JSON document): when its
+// Shutdown fails, none of the spans it took was written.
+type WritesAtShutdown interface{ WritesAtShutdown() }
 
 type flushReq struct {
 	ctx  context.Context
@@ -80,6 +86,17 @@ func (p *QueueProcessor) Exporter() Exporter { return p.exp }
 func (p *QueueProcessor) Stats() (exported, dropped, failed uint64) {
 	return p.exported.Load(), p.dropped.Load(), p.failed.Load()
 }
+
+// Err is the first error the exporter returned, from an export or from
+// its Shutdown; nil when there was none.
+func (p *QueueProcessor) Err() error {
+	if e := p.firstErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (p *QueueProcessor) noteErr(err error) { p.firstErr.CompareAndSwap(nil, &err) }
 
 // Push queues spans, or counts them dropped when the queue is full or shut
 // down. It holds a lock only to append: the worker never exports under it.
@@ -167,7 +184,14 @@ func (p *QueueProcessor) Shutdown(ctx context.Context) error {
 		p.dropped.Add(uint64(len(p.waiting)))
 		p.waiting = nil
 		p.mu.Unlock()
-		if e := p.exp.Shutdown(ctx); err == nil {
+		e := p.exp.Shutdown(ctx)
+		if e != nil {
+			p.noteErr(e)
+			if _, ok := p.exp.(WritesAtShutdown); ok {
+				p.failed.Add(p.exported.Swap(0))
+			}
+		}
+		if err == nil {
 			err = e
 		}
 		p.cancel()
@@ -259,6 +283,7 @@ func (p *QueueProcessor) export(ctx context.Context, batch []*spanrec.Span) {
 	n := uint64(len(batch))
 	if err := p.exp.Export(ctx, batch); err != nil {
 		p.failed.Add(n)
+		p.noteErr(err)
 	} else {
 		p.exported.Add(n)
 	}

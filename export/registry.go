@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/specprobe/specprobe/internal/safefile"
 )
 
 // Kinds are the exporters --exporter names, in the order --help lists them.
@@ -125,7 +127,9 @@ func Open(ctx context.Context, names []string, output string, stdout io.Writer) 
 				}
 				path = output
 			}
-			f, err := os.Create(path)
+			// specprobe runs as root, often with output in a directory
+			// other users can write: see safefile.Create.
+			f, err := safefile.Create(path)
 			if err != nil {
 				close()
 				return nil, nil, fmt.Errorf("exporter %s: %w", name, err)

@@ -52,6 +52,10 @@ func TestOpen(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(filepath.Join(dir, "target"), link); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -66,7 +70,8 @@ func TestOpen(t *testing.T) {
 		{"two files need two paths", []string{"otlp-file", "perfetto"}, out, nil, "otlp-file=FILE when several"},
 		{"two files with paths", []string{"otlp-file=" + out + "1", "perfetto=" + out + "2"}, "", []string{"otlp-file", "perfetto"}, ""},
 		{"unknown", []string{"console", "jaeger"}, "", nil, `unknown exporter "jaeger" (have: otlp, otlp-grpc, otlp-http, otlp-file, perfetto, console)`},
-		{"unwritable", []string{"perfetto=" + filepath.Join(dir, "no", "such", "dir")}, "", nil, "exporter perfetto: open"},
+		{"unwritable", []string{"perfetto=" + filepath.Join(dir, "no", "such", "dir")}, "", nil, "exporter perfetto: output file " + filepath.Join(dir, "no", "such", "dir") + ": no such file"},
+		{"symlink", []string{"otlp-file=" + link}, "", nil, "refusing to write through a symlink"},
 		{"otlp", []string{"otlp-grpc", "otlp-http"}, "", []string{"otlp-grpc", "otlp-http"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,7 +83,15 @@ func cli(t *testing.T, env []string, args ...string) (int, string) {
 // once the probes are armed and waits for specprobe to finish.
 func attachCLI(t *testing.T, d *demo, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(specprobeBinary(t), append([]string{"attach", "--pid", itoa(d.cmd.Process.Pid)}, args...)...)
+	return attachCLIAs(t, d, nil, env, args...)
+}
+
+// attachCLIAs is attachCLI with specprobe run behind wrapper (e.g. prlimit
+// and its flags).
+func attachCLIAs(t *testing.T, d *demo, wrapper, env []string, args ...string) (int, string) {
+	t.Helper()
+	argv := append(append(slices.Clone(wrapper), specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid)), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -331,6 +340,8 @@ func TestBadInput(t *testing.T) {
 		{"zombie", []string{"attach", "--pid", zombie(t)}, []string{"has exited", "zombie", "not reaped"}},
 		{"non-ELF mapped file", []string{"attach", "--pid", nonELF.pid, "--probes", nonELF.spec}, []string{nonELF.file, "not an ELF file"}},
 		{"negative duration", []string{"attach", "--pid", pid, "--duration", "-5s"}, []string{"--duration -5s: want a positive duration"}},
+		{"negative request idle", []string{"attach", "--pid", pid, "--request-idle", "-1s"}, []string{"--request-idle -1s: want a positive duration"}},
+		{"negative import wait", []string{"attach", "--pid", pid, "--import-wait", "-1s"}, []string{"--import-wait -1s: want a positive duration"}},
 		{"symbol missing", []string{"attach", "--pid", pid, "--probes", missing}, []string{"stage verify", `symbol "demo_verfy" not found`, "specdemo-cet", "close names: demo_verify"}},
 		{"malformed spec", []string{"attach", "--pid", pid, "--probes", broken}, []string{broken + ":", "expected request or batch"}},
 		{"binary not mapped", []string{"attach", "--pid", pid, "--probes", otherBinary}, []string{"maps none of libnothere.so", "specdemo-cet"}},

@@ -221,6 +221,8 @@ func TestDaemonBadInput(t *testing.T) {
 		{[]string{"daemon", "--config", dir + "/none.yaml"}, "reading the config"},
 		{[]string{"daemon", "--listen", "9464"}, `listen "9464": want HOST:PORT`},
 		{[]string{"daemon", "--max-processes", "0"}, "max_processes 0: want at least 1"},
+		{[]string{"daemon", "--flush-timeout", "-1s"}, "flush_timeout -1s: want a positive duration"},
+		{[]string{"daemon", "--metrics-interval", "-1s"}, "metrics_interval -1s: want at least 1s"},
 		{[]string{"daemon", "--memory-limit", "lots"}, `"lots" is not a size`},
 		{[]string{"daemon", "--engine", "nope"}, `no engine "nope" in the catalog`},
 		{[]string{"daemon", "--exporter", "carrier-pigeon"}, `unknown exporter "carrier-pigeon"`},

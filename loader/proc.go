@@ -110,8 +110,12 @@ func MatchBinary(path, name string) bool {
 		(strings.Contains(name, "/") && strings.HasSuffix(path, "/"+strings.TrimPrefix(name, "/")))
 }
 
-// Exe returns the basename of the process's executable.
+// Exe returns the basename of the process's executable ("" when it cannot
+// be read): what specs match. Messages name a process with Label.
 func Exe(pid int) string { return procfs.ExeName(pid) }
+
+// Label names a process in messages, never "" (procfs.Label).
+func Label(pid int) string { return procfs.Label(pid) }
 
 // Cmdline returns the process's command line, arguments joined by spaces.
 // It may hold secrets (--api-key=...): it is for matching, not for export

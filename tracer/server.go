@@ -104,7 +104,7 @@ func (p *procTrace) label() string {
 	if p.title != "" {
 		return p.title
 	}
-	return loader.Exe(p.pid)
+	return loader.Label(p.pid)
 }
 
 // counter is what pyCalls tells the count matching: the CountMatcher

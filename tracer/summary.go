@@ -172,11 +172,18 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 		}
 	}
 	for _, e := range r.Export {
-		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full or flush timeout), %d failed\n", e.Name, e.Exported, e.Dropped, e.Failed)
+		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full or flush timeout), %d failed%s\n", e.Name, e.Exported, e.Dropped, e.Failed, firstError(e.Err))
 	}
 	for _, l := range r.GPU {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+}
+
+func firstError(e string) string {
+	if e == "" {
+		return ""
+	}
+	return "; first error: " + e
 }
 
 func lastError(e string) string {

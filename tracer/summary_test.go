@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
 
@@ -175,5 +176,34 @@ func TestSummaryLines(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// TestFileErrors: a file exporter's failed spans fail the run; a
+// collector's are counted only (an unreachable collector must not fail it).
+func TestFileErrors(t *testing.T) {
+	cfg := Config{Exporters: []export.Named{{Name: "otlp-file"}, {Name: "perfetto"}, {Name: "otlp-grpc"}}}
+	for _, tc := range []struct {
+		st   []ExportStats
+		want string // "" for no error
+	}{
+		{[]ExportStats{{Name: "otlp-file", Exported: 5}, {Name: "perfetto", Exported: 5}, {Name: "otlp-grpc", Failed: 5, Err: "connection refused"}}, ""},
+		{[]ExportStats{{Name: "otlp-file", Failed: 7, Err: "write spans.jsonl: no space left on device"}, {Name: "perfetto"}, {Name: "otlp-grpc"}},
+			"exporter otlp-file: 7 spans not written: write spans.jsonl: no space left on device"},
+		{[]ExportStats{{Name: "otlp-file"}, {Name: "perfetto", Failed: 3, Err: "file too large"}, {Name: "otlp-grpc"}},
+			"exporter perfetto: 3 spans not written: file too large"},
+	} {
+		err := fileErrors(cfg, tc.st)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v, want no error", tc.st, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%+v: %v, want %q", tc.st, err, tc.want)
+		}
+	}
+	var b bytes.Buffer
+	printSummary(&b, &Result{Elapsed: time.Second, Export: []ExportStats{{Name: "perfetto", Failed: 3, Err: "file too large"}}}, false)
+	if want := "exporter perfetto: 0 spans exported, 0 dropped (queue full or flush timeout), 3 failed; first error: file too large"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
 	}
 }

@@ -120,6 +120,9 @@ type Result struct {
 type ExportStats struct {
 	Name                      string
 	Exported, Dropped, Failed uint64
+	// Err is the exporter's first error ("" for none): of a write, a send
+	// or its shutdown.
+	Err string
 }
 
 // Run traces until ctx is done, the duration passes or the target exits.
@@ -368,7 +371,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Progress(Progress{Events: res.Read.Events, Drops: res.Drops, Export: res.Export})
 	}
 	printSummary(cfg.Log, res, accepted)
-	return res, errors.Join(checkErr, runErr, closeErr, shutErr)
+	return res, errors.Join(checkErr, runErr, closeErr, shutErr, fileErrors(cfg, res.Export))
 }
 
 // describe says what was armed in the process.
@@ -417,18 +420,53 @@ func flush(cfg Config, procs []*export.QueueProcessor, gpus *gpuSession, st *spa
 		case err == nil:
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 			fmt.Fprintf(cfg.Log, "specprobe: exporter %s: what it had not delivered after the %s flush timeout counts as dropped\n", cfg.Exporters[i].Name, flushTimeout(cfg))
-		default:
+		case !writesFile(cfg.Exporters[i]):
 			failed = append(failed, fmt.Errorf("exporter %s: %w", cfg.Exporters[i].Name, err))
 		}
 	}
 	return lines, errors.Join(failed...)
 }
 
+// writesFile: the exporter writes a file (otlp-file, perfetto), where a
+// failed write is an error of the run (a full disk, a bad output path),
+// not a collector's passing absence to count and carry on from.
+func writesFile(e export.Named) bool {
+	k, ok := export.Lookup(e.Name)
+	return ok && k.File
+}
+
+// FileError says a file exporter did not write all its spans.
+type FileError struct {
+	Exporter string
+	Failed   uint64
+	Err      string // the first error
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("exporter %s: %d spans not written: %s", e.Exporter, e.Failed, e.Err)
+}
+
+// fileErrors is a FileError for each file exporter that failed to write
+// spans, or whose file could not be finished.
+func fileErrors(cfg Config, st []ExportStats) error {
+	var errs []error
+	for i, e := range st {
+		if writesFile(cfg.Exporters[i]) && (e.Failed > 0 || e.Err != "") {
+			errs = append(errs, &FileError{Exporter: e.Name, Failed: e.Failed, Err: e.Err})
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 	var out []ExportStats
 	for i, p := range procs {
 		e, d, f := p.Stats()
-		out = append(out, ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f})
+		st := ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f}
+		if err := p.Err(); err != nil {
+			st.Err = err.Error()
+		}
+		out = append(out, st)
 	}
 	return out
 }

@@ -85,7 +85,10 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			if pid == 0 {
 				return fmt.Errorf("--pid is required")
 			}
-			if err := checkDurations(duration, flush); err != nil {
+			if err := checkDurations(duration, flush, idle, wait); err != nil {
+				return err
+			}
+			if err := gpuFl.check(); err != nil {
 				return err
 			}
 			cmdMode, err := redact.ParseMode(cmdline)
@@ -139,7 +142,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python: how long to wait for a server's worker module (to choose the catalog spec) and then for each stage's module to be imported")
 	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
 	f.BoolVar(&anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
-	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (values of flags named like key/token/secret/password/auth and URL credentials replaced) or full")
+	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
 	return cmd
 }
 
@@ -188,7 +191,7 @@ func detectSpec(pid int, anyRank bool, wait time.Duration) (*probes.Spec, error)
 	if err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Exe(pid))
+	return nil, fmt.Errorf("PID %d (%s) matches no catalog spec; name one with --engine (specprobe probes list) or write your own and pass --probes FILE (docs/probe-spec.md)", pid, loader.Label(pid))
 }
 
 // otherRank says a process is not the rank its spec traces, which process
@@ -228,14 +231,21 @@ func peerTitled(pid int, title string) int {
 	return 0
 }
 
-// checkDurations refuses a negative --duration (0 means no limit) and a
-// flush timeout that would drop every span.
-func checkDurations(duration, flush time.Duration) error {
+// checkDurations refuses a negative --duration (0 means no limit),
+// --request-idle (0: the span builder's default) or --import-wait (0: do
+// not wait), and a flush timeout that would drop every span.
+func checkDurations(duration, flush, idle, wait time.Duration) error {
 	if duration < 0 {
 		return fmt.Errorf("--duration %s: want a positive duration, or 0 to trace until Ctrl-C or the target's exit", duration)
 	}
 	if flush <= 0 {
 		return fmt.Errorf("--flush-timeout %s: want a positive duration", flush)
+	}
+	if idle < 0 {
+		return fmt.Errorf("--request-idle %s: want a positive duration (how long a request may take part in no step before its span ends)", idle)
+	}
+	if wait < 0 {
+		return fmt.Errorf("--import-wait %s: want a positive duration, or 0 not to wait for Python modules", wait)
 	}
 	return nil
 }

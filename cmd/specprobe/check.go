@@ -88,12 +88,12 @@ func checkLive(w io.Writer, pid int, file, engine string, anyRank bool) error {
 	case errors.As(err, &other):
 		// Still check the stages: the spec may be right for the traced rank.
 		spec = other.Spec
-		fmt.Fprintf(w, "PID %d (%s, %q): spec %s (%s)\n", pid, loader.Exe(pid), title, spec.Label(), spec.File)
+		fmt.Fprintf(w, "PID %d (%s, %q): spec %s (%s)\n", pid, loader.Label(pid), title, spec.Label(), spec.File)
 		fail("%v", err)
 	case err != nil:
 		return err
 	default:
-		fmt.Fprintf(w, "PID %d (%s, %q): spec %s (%s)\n", pid, loader.Exe(pid), title, spec.Label(), spec.File)
+		fmt.Fprintf(w, "PID %d (%s, %q): spec %s (%s)\n", pid, loader.Label(pid), title, spec.Label(), spec.File)
 	}
 	if ranks, err := spec.Match.RanksOf(title); err == nil && len(ranks) > 0 {
 		var parts []string

@@ -31,13 +31,14 @@ func addGPUFlags(f *pflag.FlagSet) *gpuFlags {
 	return g
 }
 
+// check refuses intervals out of range before anything is opened or
+// attached; with --no-gpu too: a negative interval is a mistake either way.
+func (g *gpuFlags) check() error { return g.opts.Validate() }
+
 // apply sets the sampler and metric readers of cfg; spanExporters are the
 // --exporter values, whose OTLP protocol the metrics follow.
 func (g *gpuFlags) apply(ctx context.Context, cfg *tracer.Config, spanExporters []string) error {
 	if !g.off {
-		if err := g.opts.Validate(); err != nil {
-			return err
-		}
 		cfg.GPU = gpu.Open(g.opts)
 	}
 	r, err := export.MetricReader(ctx, g.metrics, spanExporters)

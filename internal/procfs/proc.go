@@ -253,6 +253,28 @@ func ExeName(pid int) string {
 	return ""
 }
 
+// Label names a process in messages: its executable's basename, else its
+// command name (comm: a kernel thread, or an exe link we may not read, as
+// for a container's PID 1), else "unknown"; never "". Not for matching:
+// comm is whatever the process set.
+func Label(pid int) string {
+	comm := ""
+	if st, err := ReadStat(pid); err == nil {
+		comm = st.Comm
+	}
+	return label(ExeName(pid), comm)
+}
+
+func label(exe, comm string) string {
+	switch {
+	case exe != "":
+		return exe
+	case strings.TrimSpace(comm) != "":
+		return comm
+	}
+	return "unknown"
+}
+
 // Cgroup reads /proc/PID/cgroup.
 func Cgroup(pid int) ([]byte, error) {
 	return readSmall(pid, "cgroup", 64<<10)

@@ -114,3 +114,22 @@ func TestSelf(t *testing.T) {
 		t.Error("ReadStat of a PID past the limit: no error")
 	}
 }
+
+func TestLabel(t *testing.T) {
+	for _, tc := range []struct{ exe, comm, want string }{
+		{"python3.12", "sglang::schedul", "python3.12"},
+		{"", "systemd", "systemd"}, // an exe link we may not read: a container's PID 1
+		{"", "  ", "unknown"},
+		{"", "", "unknown"},
+	} {
+		if got := label(tc.exe, tc.comm); got != tc.want {
+			t.Errorf("label(%q, %q) = %q, want %q", tc.exe, tc.comm, got, tc.want)
+		}
+	}
+	if got := Label(1); got == "" {
+		t.Error("Label(1) is empty")
+	}
+	if got := Label(1 << 30); got != "unknown" {
+		t.Errorf("Label of no process = %q, want unknown", got)
+	}
+}

@@ -1,12 +1,12 @@
 // Package redact keeps secrets on a command line out of what specprobe
 // exports and logs. Inference servers take API keys and tokens as flags
-// (--api-key sk-..., HF_TOKEN=... through env), and model URLs may carry
-// credentials (https://user:pass@host/...).
+// (--api-key sk-..., HF_TOKEN=... through env), JSON options carry tokens
+// (--hf-overrides '{"hf_token": ...}'), and model URLs credentials and
+// signatures (https://user:pass@host/..., ?X-Amz-Signature=...).
 package redact
 
 import (
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 )
@@ -34,64 +34,135 @@ func ParseMode(s string) (Mode, error) {
 // Mask replaces each secret.
 const Mask = "REDACTED"
 
-// secretName matches the names of flags and variables that hold secrets.
-var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|pwd|auth|credential|cookie|session)`)
-
-// userinfo matches the credentials part of a URL.
-var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@`)
-
-// Args returns args with every secret value replaced by Mask: the value of
-// a flag or variable named like a secret (--api-key=X, --token X,
-// HF_TOKEN=X), credentials in URLs, and secret-named URL query parameters.
+// Args returns args with every secret replaced by Mask. It parses what it
+// redacts, and drops what it cannot parse where a secret may be:
+//   - the value of a flag or KEY=VALUE variable named like a secret
+//     (SecretName: --api-key X, --hf-token=X, --signature X, --bearer X,
+//     --credentials X, --private-key X, --passwd X, HF_TOKEN=X), whatever
+//     it is;
+//   - the value of a header flag (-H, --header, --headers, ...) with a
+//     secret header name (Authorization, Proxy-Authorization, X-Api-Key,
+//     Cookie, ...); a header value that does not parse as one is dropped;
+//   - the value of a short flag that means a secret in common tools (see
+//     secretShort), and the password of -u USER:PASSWORD;
+//   - in any other value: secret keys of a JSON document at any depth (JSON
+//     that does not parse is dropped whole), credentials and secret query
+//     and fragment parameters of URLs anywhere in it (a URL that does not
+//     parse is dropped), user:password@, Bearer/Basic credentials and
+//     tokens of a known shape.
+//
+// A secret flag's value is the next argument unless it begins with "--"
+// (another flag: --token --port 1 keeps --port); a secret that begins
+// with "--" cannot be told from a flag.
 func Args(args []string) []string {
 	out := make([]string, len(args))
-	next := false // the previous argument was a secret flag without a value
+	var pending func(string) string // the previous argument was a flag that takes this one
 	for i, a := range args {
-		switch {
-		case next && !strings.HasPrefix(a, "--"):
-			out[i], next = Mask, false
-			continue
-		case next:
-			next = false
-		}
-		name, _, hasValue := strings.Cut(a, "=")
-		bare := strings.TrimLeft(name, "-")
-		switch {
-		case hasValue && bare != "" && !strings.ContainsAny(bare, "/:") && secretName.MatchString(bare):
-			out[i] = name + "=" + Mask
-			continue
-		case !hasValue && strings.HasPrefix(a, "-") && secretName.MatchString(bare):
-			out[i], next = a, true
+		if pending != nil && !strings.HasPrefix(a, "--") {
+			out[i], pending = pending(a), nil
 			continue
 		}
-		out[i] = urls(a)
+		out[i], pending = arg(a)
 	}
 	return out
 }
 
-// urls masks credentials and secret query parameters in the URLs of a.
-func urls(a string) string {
-	a = userinfo.ReplaceAllString(a, "${1}"+Mask+"@")
-	if !strings.Contains(a, "://") || !strings.Contains(a, "?") {
-		return a
+// secretShort are short flags whose value is a secret in tools a target
+// may be started with: -p (mysql, sshpass, openssl -passin's short
+// siblings; llama.cpp's prompt, the user's text), -k (openssl enc, API
+// CLIs' key), -a (redis-cli's password). Where the same letter means a
+// port or a count the value is dropped too: losing it costs less than a
+// password.
+var secretShort = map[string]bool{"p": true, "k": true, "a": true}
+
+// headerFlags take an HTTP header (curl -H, --header).
+var headerFlags = map[string]bool{"H": true, "header": true, "headers": true, "http-header": true, "extra-header": true, "extra-headers": true}
+
+// headerFlag: -H, --header and names ending in header(s)
+// (--extra-headers, OTEL_EXPORTER_OTLP_HEADERS).
+func headerFlag(name string) bool {
+	lower := strings.ToLower(name)
+	return headerFlags[name] || strings.HasSuffix(lower, "header") || strings.HasSuffix(lower, "headers")
+}
+
+func mask(string) string { return Mask }
+
+// arg redacts one argument; when it is a flag whose value is the next
+// argument, next redacts that one.
+func arg(a string) (out string, next func(string) string) {
+	if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+		if name, v, ok := strings.Cut(a, "="); ok && envName.MatchString(name) {
+			return name + "=" + namedValue(name, v), nil
+		}
+		return value(a), nil
 	}
-	u, err := url.Parse(a)
-	if err != nil || u.RawQuery == "" {
-		return a
-	}
-	q := u.Query()
-	changed := false
-	for k := range q {
-		if secretName.MatchString(k) {
-			q.Set(k, Mask)
-			changed = true
+	if !strings.HasPrefix(a, "--") && len(a) >= 2 {
+		if out, next, ok := short(a); ok {
+			return out, next
 		}
 	}
-	if !changed {
-		return a
+	dashes := "-"
+	if strings.HasPrefix(a, "--") {
+		dashes = "--"
 	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	name, v, hasValue := strings.Cut(a[len(dashes):], "=")
+	if hasValue {
+		return dashes + name + "=" + namedValue(name, v), nil
+	}
+	switch {
+	case headerFlag(name):
+		return a, header
+	case SecretName(name):
+		return a, mask
+	}
+	return a, nil
+}
+
+// short handles -X, -XVALUE: a secret short flag, -u USER:PASSWORD, -H.
+func short(a string) (out string, next func(string) string, ok bool) {
+	letter, attached := a[1:2], a[2:]
+	switch {
+	case secretShort[letter] && attached == "":
+		return a, mask, true
+	case secretShort[letter] && SecretName(a[1:]):
+		// -pSECRET, or a one-dash long flag (-api-key KEY): both masked.
+		return "-" + letter + Mask, mask, true
+	case secretShort[letter]:
+		return "-" + letter + Mask, nil, true
+	case letter == "H" && attached == "":
+		return a, header, true
+	case letter == "H":
+		return "-H" + header(attached), nil, true
+	case letter == "u" && attached == "":
+		return a, userPassword, true
+	case letter == "u":
+		return "-u" + userPassword(attached), nil, true
+	}
+	return "", nil, false
+}
+
+// userPassword masks the password of USER:PASSWORD (curl -u); a value
+// without ':' is a user name or, for python -u, the script.
+func userPassword(v string) string {
+	if user, _, ok := strings.Cut(v, ":"); ok {
+		return user + ":" + Mask
+	}
+	return value(v)
+}
+
+// envName is a variable's name in NAME=VALUE (env(1), make, Hydra-style
+// overrides: model.hf_token=...).
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// namedValue redacts the value of a flag or variable called name.
+func namedValue(name, v string) string {
+	switch {
+	case headerFlag(name):
+		return header(v)
+	case SecretName(name):
+		return Mask
+	}
+	return value(v)
 }
 
 // CommandLine is args as the mode exports them, joined by spaces; ok is

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// TestCheckDurations: attach refuses negative durations, naming the flag.
+func TestCheckDurations(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		duration, flush, idle, wait time.Duration
+		want                        string // "" accepted
+	}{
+		{0, 5 * s, 2 * s, 30 * s, ""},
+		{10 * s, 5 * s, 0, 0, ""},
+		{-5 * s, 5 * s, 2 * s, 30 * s, "--duration -5s"},
+		{0, 0, 2 * s, 30 * s, "--flush-timeout 0s"},
+		{0, 5 * s, -s, 30 * s, "--request-idle -1s: want a positive duration"},
+		{0, 5 * s, 2 * s, -s, "--import-wait -1s: want a positive duration"},
+	} {
+		err := checkDurations(tc.duration, tc.flush, tc.idle, tc.wait)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v refused: %v", tc, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want %q", tc, err, tc.want)
+		}
+	}
+}
+
+// TestGPUFlagsNoGPU: an interval that is wrong is refused with --no-gpu too.
+func TestGPUFlagsNoGPU(t *testing.T) {
+	g := addGPUFlags(pflag.NewFlagSet("attach", pflag.ContinueOnError))
+	g.off, g.opts.Interval = true, -time.Second
+	if err := g.check(); err == nil || !strings.Contains(err.Error(), "--gpu-interval -1s") {
+		t.Errorf("check with --no-gpu --gpu-interval -1s: %v", err)
+	}
+}
