@@ -23,6 +23,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/specprobe/specprobe/discover"
+	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/k8smeta"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/specmetrics"
@@ -73,6 +74,7 @@ type Daemon struct {
 	opts     Options
 	budget   *Budget
 	budgets  memBudgets           // what each session may hold
+	queues   []*export.Budget     // bytes of queued spans, one per exporter, shared by the sessions
 	spec     *specmetrics.Metrics // every target's series, on /metrics and OTLP
 	shared   []tracer.Exporter
 	log      *lineLog
@@ -123,6 +125,7 @@ func New(opts Options) (*Daemon, error) {
 	var mu sync.Mutex
 	for _, e := range opts.Exporters {
 		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{&mu, e.Out()}})
+		d.queues = append(d.queues, export.NewBudget(d.budgets.queue))
 	}
 	return d, nil
 }
@@ -307,6 +310,9 @@ func (d *Daemon) Totals() Totals {
 		addProgress(&t, s.progress, s.costPerEvent)
 	}
 	t.SamplingRate = d.budget.Rate()
+	for _, q := range d.queues {
+		t.QueuedBytes += q.Used()
+	}
 	return t
 }
 
@@ -318,6 +324,7 @@ func addProgress(t *Totals, p tracer.Progress, cost time.Duration) {
 		t.SpansExported += e.Exported
 		t.SpansFailed += e.Failed
 		t.SpansDropped += e.Dropped
+		t.SpansShed += e.Shed
 	}
 }
 

@@ -41,8 +41,12 @@ type Totals struct {
 	ExecDrops                  uint64
 	SpansExported, SpansFailed uint64
 	SpansDropped               uint64
-	ProbeCost                  time.Duration
-	SamplingRate               float64
+	// SpansShed counts, of SpansDropped, the spans the span queues' share of
+	// memory_limit had no room for; QueuedBytes is what they hold now.
+	SpansShed    uint64
+	QueuedBytes  int64
+	ProbeCost    time.Duration
+	SamplingRate float64
 }
 
 // newMeter registers the daemon's own metrics: on the Prometheus registry
@@ -78,6 +82,7 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		{"specprobe.spans.exported", "spans exported", "", func(t Totals) float64 { return float64(t.SpansExported) }},
 		{"specprobe.spans.failed", "spans the exporter failed to deliver", "", func(t Totals) float64 { return float64(t.SpansFailed) }},
 		{"specprobe.spans.dropped", "spans dropped by a full export queue", "", func(t Totals) float64 { return float64(t.SpansDropped) }},
+		{"specprobe.spans.dropped.memory", "of the spans dropped, those the span queues' share of memory_limit had no room for", "", func(t Totals) float64 { return float64(t.SpansShed) }},
 		{"specprobe.probe.cost", "estimated CPU time the probes took from the targets (events x cost per event measured by make bench)", "s", func(t Totals) float64 { return t.ProbeCost.Seconds() }},
 	}
 	var insts []metric.Observable
@@ -111,7 +116,11 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 	if err != nil {
 		return nil, nil, err
 	}
-	insts = append(insts, attached, rate, rss, rejected)
+	queued, err := m.Int64ObservableGauge("specprobe.daemon.queued", metric.WithDescription("bytes of spans waiting for the exporters (as the queues count them against memory_limit)"), metric.WithUnit("By"))
+	if err != nil {
+		return nil, nil, err
+	}
+	insts = append(insts, attached, rate, rss, rejected, queued)
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t := snapshot()
 		for inst, get := range obs {
@@ -120,6 +129,7 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		o.ObserveInt64(attached, int64(t.Attached))
 		o.ObserveFloat64(rate, t.SamplingRate)
 		o.ObserveInt64(rss, selfRSS())
+		o.ObserveInt64(queued, t.QueuedBytes)
 		for reason, n := range t.Rejected {
 			o.ObserveFloat64(rejected, float64(n), metric.WithAttributes(attribute.String("reason", reason)))
 		}
