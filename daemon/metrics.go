@@ -161,9 +161,12 @@ func selfRSS() int64 {
 // pods, and is served on the local listener only.
 func (d *Daemon) handler(reg *prometheus.Registry, targets bool) http.Handler {
 	mux := http.NewServeMux()
+	// /metrics and /targets build their answer in memory: a few at a time,
+	// whoever asks, so that clients cannot take the daemon past its limit.
+	busy := make(chan struct{}, maxAnswering)
 	// OpenMetrics when the scraper asks for it: the format that carries
 	// exemplars (the trace of a slow step on the duration histograms).
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("/metrics", fewAtOnce(busy, promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if last := time.Unix(0, d.lastLoop.Load()); time.Since(last) > 5*time.Second {
 			http.Error(w, fmt.Sprintf("main loop stalled since %s", last.Format(time.RFC3339)), http.StatusServiceUnavailable)
@@ -181,11 +184,30 @@ func (d *Daemon) handler(reg *prometheus.Registry, targets bool) http.Handler {
 	if !targets {
 		return mux
 	}
-	mux.HandleFunc("/targets", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("/targets", fewAtOnce(busy, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Targets())
-	})
+	})))
 	return mux
+}
+
+// maxAnswering is how many /metrics and /targets requests a listener
+// answers at once; a scraper or two, and someone looking.
+const maxAnswering = 4
+
+// fewAtOnce serves a request when one of busy's slots is free, else
+// answers 503 at once (try again in a second) rather than queue it.
+func fewAtOnce(busy chan struct{}, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case busy <- struct{}{}:
+			defer func() { <-busy }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy: too many /metrics and /targets requests at once", http.StatusServiceUnavailable)
+		}
+	})
 }
