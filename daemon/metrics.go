@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -120,7 +121,11 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 	if err != nil {
 		return nil, nil, err
 	}
-	insts = append(insts, attached, rate, rss, rejected, queued)
+	heap, err := m.Int64ObservableGauge("specprobe.daemon.memory.heap_live", metric.WithDescription("the Go heap the last collection found live (the span queues' bytes are in it)"), metric.WithUnit("By"))
+	if err != nil {
+		return nil, nil, err
+	}
+	insts = append(insts, attached, rate, rss, rejected, queued, heap)
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t := snapshot()
 		for inst, get := range obs {
@@ -130,6 +135,7 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		o.ObserveFloat64(rate, t.SamplingRate)
 		o.ObserveInt64(rss, selfRSS())
 		o.ObserveInt64(queued, t.QueuedBytes)
+		o.ObserveInt64(heap, liveHeap())
 		for reason, n := range t.Rejected {
 			o.ObserveFloat64(rejected, float64(n), metric.WithAttributes(attribute.String("reason", reason)))
 		}
@@ -139,6 +145,16 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		return nil, nil, err
 	}
 	return mp, reg, nil
+}
+
+// liveHeap is the heap the last garbage collection found live, in bytes.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }
 
 // selfRSS is the daemon's resident memory in bytes (/proc/self/statm).

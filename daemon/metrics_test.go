@@ -78,6 +78,7 @@ func TestEndpoints(t *testing.T) {
 		"specprobe_spans_dropped_total 40",
 		"specprobe_spans_dropped_memory_total 30",
 		"specprobe_daemon_queued_bytes 0",
+		"specprobe_daemon_memory_heap_live_bytes ",
 		`specprobe_daemon_rejected_total{reason="bad_elf"} 2`,
 		`specprobe_daemon_rejected_total{reason="deadline"} 1`,
 	} {
