@@ -230,8 +230,9 @@ func stalledCollector(t *testing.T, exporter string) {
 	// The queues' bound holds the heap, not the Go limit's collections:
 	// what is live is the queues' share and, within an eighth of the limit,
 	// the rest (the sessions' state, the exports in flight: ~5 MiB here).
-	// A Cost under what spans take fails this first (a third too low: 45
-	// MiB live), as the Go limit keeps VmRSS under the limit a while longer.
+	// A Cost under what spans take fails this first (SpanOverhead 100
+	// instead of 512: 45 MiB live), while the Go limit still keeps VmRSS
+	// under the limit.
 	if heapMax >= queues+limit/8 || heapMax <= 0 {
 		t.Errorf("live heap at most %.1f MiB: want it within the queues' share and an eighth of the limit, %.0f MiB", heapMax/MiB, float64(queues+limit/8)/MiB)
 	}
