@@ -57,8 +57,10 @@ and looked at again after a backoff.
 
 Past --event-budget events per second over all targets new requests are
 sampled, all spans of a request together, each span carrying
-specprobe.sampling.rate; --memory-limit sets the Go memory limit and bounds
-the span queues. process.command_line is left off spans unless
+specprobe.sampling.rate; --memory-limit sizes the ring buffers, the bytes of
+spans waiting for the exporters (past them spans are shed and counted: a
+stalled collector costs spans, not memory) and the Go memory limit.
+process.command_line is left off spans unless
 --command-line says redacted or full.
 
 Self-observability on --listen (localhost by default): /metrics
