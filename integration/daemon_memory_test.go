@@ -43,22 +43,7 @@ func TestDaemonMemory16Targets(t *testing.T) {
 	d := startDaemonAs(t, cg.wrapper(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + collector, "OTEL_EXPORTER_OTLP_INSECURE=true", "GOMEMLIMIT=" + cfg.MemoryLimit},
 		"--exporter", "otlp-grpc", "--engine", "demo", "--metrics-exporter", "none",
 		"--memory-limit", cfg.MemoryLimit, "--max-processes", strconv.Itoa(cfg.MaxProcesses))
-	bin := demoBinary(t, "specdemo-cet")
-	var demos []*demo
-	for range targets {
-		demos = append(demos, startDemo(t, bin, "--threads", "2", "--batch", "4", "--requests", "400"))
-	}
-	d.waitFor(t, fmt.Sprintf("%d targets attached", targets), func() bool {
-		for _, dm := range demos {
-			if !d.attached(dm.cmd.Process.Pid) {
-				return false
-			}
-		}
-		return true
-	})
-	for _, dm := range demos {
-		dm.release(t)
-	}
+	demos := busyTargets(t, d, targets, "400")
 	want := 0
 	for _, dm := range demos {
 		waitExit(t, dm, 0)
@@ -181,22 +166,7 @@ func stalledCollector(t *testing.T, exporter string) {
 		"--exporter", exporter, "--engine", "demo", "--metrics-exporter", "none",
 		"--memory-limit", "96MiB", "--max-processes", "8", "--flush-timeout", "2s")
 	rss := watchRSS(t, d.cmd.Process.Pid)
-	bin := demoBinary(t, "specdemo-cet")
-	var demos []*demo
-	for range targets {
-		demos = append(demos, startDemo(t, bin, "--threads", "2", "--batch", "4", "--requests", "1000000"))
-	}
-	d.waitFor(t, fmt.Sprintf("%d targets attached", targets), func() bool {
-		for _, dm := range demos {
-			if !d.attached(dm.cmd.Process.Pid) {
-				return false
-			}
-		}
-		return true
-	})
-	for _, dm := range demos {
-		dm.release(t)
-	}
+	demos := busyTargets(t, d, targets, "1000000")
 	stopClients := askAll(d, clients)
 	d.waitFor(t, "spans shed for the memory limit", func() bool { return d.metric("specprobe_spans_dropped_memory_total") > 0 })
 	var shedOnTargets uint64
@@ -362,4 +332,27 @@ func targetsShed(d *daemonCLI) uint64 {
 		n += x.Shed
 	}
 	return n
+}
+
+// busyTargets starts n demo targets (2 threads, batches of 4, requests
+// requests), waits for the daemon to attach them all and releases them.
+func busyTargets(t *testing.T, d *daemonCLI, n int, requests string) []*demo {
+	t.Helper()
+	bin := demoBinary(t, "specdemo-cet")
+	var demos []*demo
+	for range n {
+		demos = append(demos, startDemo(t, bin, "--threads", "2", "--batch", "4", "--requests", requests))
+	}
+	d.waitFor(t, fmt.Sprintf("%d targets attached", n), func() bool {
+		for _, dm := range demos {
+			if !d.attached(dm.cmd.Process.Pid) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, dm := range demos {
+		dm.release(t)
+	}
+	return demos
 }
