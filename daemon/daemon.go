@@ -122,9 +122,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	limit, _ := ParseSize(opts.MemoryLimit) // checked by Validate
 	d.budgets = budgets(memoryLimit(limit), opts.MaxProcesses, len(opts.Exporters))
-	var mu sync.Mutex
+	turn := make(chan struct{}, 1)
 	for _, e := range opts.Exporters {
-		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{&mu, e.Out()}})
+		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{turn, e.Out()}})
 		d.queues = append(d.queues, export.NewBudget(d.budgets.queue))
 	}
 	return d, nil

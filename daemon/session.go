@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -246,15 +245,22 @@ func (d *Daemon) stopAll() {
 }
 
 // sharedExporter lets every session's queue use one exporter: calls are
-// serialised and a session's shutdown leaves it open.
+// serialised and a session's shutdown leaves it open. A call waiting its
+// turn gives up when its context ends: behind a stalled collector each
+// call holds the turn for the OTLP timeout, and a session that is ending
+// must not wait for every other session's.
 type sharedExporter struct {
-	mu *sync.Mutex
+	turn chan struct{} // holds one token while a call exports
 	export.Exporter
 }
 
 func (s sharedExporter) Export(ctx context.Context, spans []*spanrec.Span) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+		defer func() { <-s.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return s.Exporter.Export(ctx, spans)
 }
 
