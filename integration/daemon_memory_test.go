@@ -162,34 +162,37 @@ func stalledCollector(t *testing.T, exporter string) {
 		clients = 16
 		MiB     = 1 << 20
 	)
+	// The clients ask on listen; the test reads /metrics on metrics_listen,
+	// whose answers are not shared with them.
+	metricsAddr := freeAddr(t)
 	d := startDaemonAs(t, nil, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + blackhole(t), "OTEL_EXPORTER_OTLP_INSECURE=true"},
-		"--exporter", exporter, "--engine", "demo", "--metrics-exporter", "none",
+		"--exporter", exporter, "--engine", "demo", "--metrics-exporter", "none", "--metrics-listen", metricsAddr,
 		"--memory-limit", "96MiB", "--max-processes", "8", "--flush-timeout", "2s")
+	own := &daemonCLI{cmd: d.cmd, out: d.out, base: "http://" + metricsAddr}
 	rss := watchRSS(t, d.cmd.Process.Pid)
 	demos := busyTargets(t, d, targets, "1000000")
 	stopClients := askAll(d, clients)
-	d.waitFor(t, "spans shed for the memory limit", func() bool { return d.metric("specprobe_spans_dropped_memory_total") > 0 })
-	var shedOnTargets uint64
+	own.waitFor(t, "spans shed for the memory limit", func() bool { return own.metric("specprobe_spans_dropped_memory_total") > 0 })
 	var queuedMax, heapMax float64
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for end := time.Now().Add(busyFor); time.Now().Before(end); <-tick.C {
-		queuedMax = max(queuedMax, d.metric("specprobe_daemon_queued_bytes"))
-		heapMax = max(heapMax, d.metric("specprobe_daemon_memory_heap_live_bytes"))
-		shedOnTargets = max(shedOnTargets, targetsShed(d))
+		queuedMax = max(queuedMax, own.metric("specprobe_daemon_queued_bytes"))
+		heapMax = max(heapMax, own.metric("specprobe_daemon_memory_heap_live_bytes"))
 	}
+	served, busy := stopClients()
+	shedOnTargets := targetsShed(d) // while the targets are traced: /targets lists only those
 	for _, dm := range demos {
 		_ = dm.cmd.Process.Signal(syscall.SIGTERM) // the demo ends its step and exits
 	}
 	for _, dm := range demos {
 		waitExit(t, dm, 0)
 	}
-	d.waitFor(t, "every detach", func() bool { return d.metric("specprobe_daemon_detaches_total") == targets })
-	served, busy := stopClients()
-	shed, dropped := d.metric("specprobe_spans_dropped_memory_total"), d.metric("specprobe_spans_dropped_total")
+	own.waitFor(t, "every detach", func() bool { return own.metric("specprobe_daemon_detaches_total") == targets })
+	shed, dropped := own.metric("specprobe_spans_dropped_memory_total"), own.metric("specprobe_spans_dropped_total")
 	sampled, peak := rss()
 	t.Logf("%s: %d targets for %s, %v events, %v spans dropped, %v of them for the memory limit; queued at most %.1f MiB (share %.0f MiB), live heap at most %.1f MiB; %d answers to %d clients, %d busy; VmRSS sampled at most %.1f MiB, VmHWM %.1f MiB; limit %.0f MiB",
-		exporter, targets, busyFor, d.metric("specprobe_events_total"), dropped, shed, queuedMax/MiB, float64(queues)/MiB, heapMax/MiB,
+		exporter, targets, busyFor, own.metric("specprobe_events_total"), dropped, shed, queuedMax/MiB, float64(queues)/MiB, heapMax/MiB,
 		served, clients, busy, float64(sampled)/MiB, float64(peak)/MiB, float64(limit)/MiB)
 	if sampled >= limit || peak >= limit {
 		t.Errorf("VmRSS sampled at most %.1f MiB, VmHWM %.1f MiB: over memory_limit %.0f MiB", float64(sampled)/MiB, float64(peak)/MiB, float64(limit)/MiB)
@@ -216,6 +219,17 @@ func stalledCollector(t *testing.T, exporter string) {
 		t.Error("no client got an answer from /metrics or /targets")
 	}
 	d.stop(t)
+}
+
+// freeAddr is a local address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // blackhole is a collector that accepts connections and never reads them.
