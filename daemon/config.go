@@ -50,7 +50,9 @@ type Config struct {
 	// EventBudget is the events per second, over all targets, beyond which
 	// requests are sampled (0: keep every request).
 	EventBudget int `yaml:"event_budget"`
-	// MemoryLimit is the Go soft memory limit ("256MiB"); "" leaves GOMEMLIMIT.
+	// MemoryLimit is what the daemon may use ("200MiB"): its ring buffers,
+	// the bytes of queued spans and the Go soft limit are sized from it
+	// (memory.go); "" takes GOMEMLIMIT.
 	MemoryLimit     string        `yaml:"memory_limit"`
 	MetricsInterval time.Duration `yaml:"metrics_interval"`
 	Kubelet         Kubelet       `yaml:"kubelet"`

@@ -74,6 +74,7 @@ type Daemon struct {
 	opts     Options
 	budget   *Budget
 	budgets  memBudgets           // what each session may hold
+	queues   []*export.Budget     // bytes of queued spans, one per exporter, shared by the sessions
 	spec     *specmetrics.Metrics // every target's series, on /metrics and OTLP
 	shared   []tracer.Exporter
 	log      *lineLog
@@ -124,9 +125,10 @@ func New(opts Options) (*Daemon, error) {
 	}
 	limit, _ := ParseSize(opts.MemoryLimit) // checked by Validate
 	d.budgets = budgets(memoryLimit(limit), opts.MaxProcesses, len(opts.Exporters))
-	var mu sync.Mutex
+	turn := make(chan struct{}, 1)
 	for _, e := range opts.Exporters {
-		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{&mu, e.Out()}})
+		d.shared = append(d.shared, tracer.Exporter{Name: e.Name, Exporter: sharedExporter{turn, e.Out()}})
+		d.queues = append(d.queues, export.NewBudget(d.budgets.queue))
 	}
 	return d, nil
 }
@@ -325,6 +327,9 @@ func (d *Daemon) Totals() Totals {
 		addProgress(&t, s.progress, s.costPerEvent)
 	}
 	t.SamplingRate = d.budget.Rate()
+	for _, q := range d.queues {
+		t.QueuedBytes += q.Used()
+	}
 	return t
 }
 
@@ -336,6 +341,7 @@ func addProgress(t *Totals, p tracer.Progress, cost time.Duration) {
 		t.SpansExported += e.Exported
 		t.SpansFailed += e.Failed
 		t.SpansDropped += e.Dropped
+		t.SpansShed += e.Shed
 	}
 }
 

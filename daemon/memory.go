@@ -6,19 +6,15 @@ import (
 	"runtime/debug"
 )
 
-// memBudgets is what memory_limit pays for, split once at start over the
-// processes the daemon may trace at once (max_processes), so that a full
-// node cannot take more than the limit however busy its targets are.
+// memBudgets is what memory_limit pays for, split once at start, so that
+// a full node cannot take the daemon past the limit however busy its
+// targets are and however slow its collector.
 type memBudgets struct {
 	limit   int64  // memory_limit, or GOMEMLIMIT where it is unset; 0: none
-	goLimit int64  // the Go runtime's soft limit: limit less the rings
-	queue   int    // spans waiting for each exporter, per session
+	goLimit int64  // the Go runtime's soft limit (below)
+	queue   int64  // bytes of queued spans (spanrec's Cost) per exporter, all targets together
 	ring    uint32 // each session's ring buffer, in bytes
 }
-
-// Bytes a queued span holds: its record (~150), its own attributes (~64
-// each, 2 to 5 of them) and its share of the chunk it was carved from.
-const spanBytes = 512
 
 // Ring buffers. A native event takes 64 bytes, a Python call's record up to
 // 16 KiB; the reader is woken each 64 KiB and drains every 100 ms anyway.
@@ -27,19 +23,26 @@ const spanBytes = 512
 const (
 	minRing = 256 << 10
 	maxRing = 4 << 20
-	// A queue holds at least one export batch.
-	minQueue = 512
 	// Without any limit the daemon sizes as for this one (and sets no Go
 	// limit): a node's many targets still cannot queue without bound.
 	unlimited = 256 << 20
+	// The binary's own pages in VmRSS (23 MiB measured, idle): file pages,
+	// outside the Go runtime's count.
+	binaryPages = 24 << 20
 )
 
-// budgets splits limit over procs sessions sending to exporters each: a
-// sixteenth to the ring buffers (an eighth of the RSS: the reader maps each
-// ring's pages twice) (the largest power of 2 that fits, between
-// minRing and maxRing), a quarter to the span queues; the Go runtime's soft
-// limit is what the rings leave, since their pages are the kernel's (charged
-// to the daemon's cgroup, outside the Go heap).
+// budgets splits limit over procs sessions and the exporters:
+//   - a sixteenth to the ring buffers, procs of them (the largest power of 2
+//     that fits, between minRing and maxRing);
+//   - a quarter to the span queues, split over the exporters, each share a
+//     Budget of bytes all sessions' queues for that exporter draw from: a
+//     stalled collector sheds spans, not memory. Queued spans are live heap,
+//     which the collector lets grow to twice over between collections: half
+//     the limit at most;
+//   - the Go runtime's soft limit, what the rings and the binary leave: VmRSS
+//     counts each ring twice (the reader maps its pages twice) and the
+//     binary's pages, neither of which the runtime counts. It bounds the
+//     collector's slack; the queues' bound is what holds the heap.
 func budgets(limit int64, procs, exporters int) memBudgets {
 	procs, exporters = max(1, procs), max(1, exporters)
 	size := limit
@@ -50,10 +53,9 @@ func budgets(limit int64, procs, exporters int) memBudgets {
 	for ring*2 <= maxRing && ring*2*int64(procs) <= size/16 {
 		ring *= 2
 	}
-	b := memBudgets{limit: limit, ring: uint32(ring),
-		queue: max(minQueue, int(size/4/spanBytes/int64(procs*exporters)))}
+	b := memBudgets{limit: limit, ring: uint32(ring), queue: size / 4 / int64(exporters)}
 	if limit > 0 {
-		b.goLimit = max(limit/2, limit-ring*int64(procs))
+		b.goLimit = max(limit/2, limit-2*ring*int64(procs)-binaryPages)
 	}
 	return b
 }
@@ -76,5 +78,5 @@ func (b memBudgets) String() string {
 	if b.limit > 0 {
 		limit = fmt.Sprintf("limit %.0f MiB, Go limit %.0f MiB", float64(b.limit)/MiB, float64(b.goLimit)/MiB)
 	}
-	return fmt.Sprintf("%s; per target a %d KiB ring buffer and %d spans queued per exporter", limit, b.ring>>10, b.queue)
+	return fmt.Sprintf("%s; per target a %d KiB ring buffer; %.1f MiB of queued spans per exporter, all targets together", limit, b.ring>>10, float64(b.queue)/MiB)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -41,8 +42,12 @@ type Totals struct {
 	ExecDrops                  uint64
 	SpansExported, SpansFailed uint64
 	SpansDropped               uint64
-	ProbeCost                  time.Duration
-	SamplingRate               float64
+	// SpansShed counts, of SpansDropped, the spans the span queues' share of
+	// memory_limit had no room for; QueuedBytes is what they hold now.
+	SpansShed    uint64
+	QueuedBytes  int64
+	ProbeCost    time.Duration
+	SamplingRate float64
 }
 
 // newMeter registers the daemon's own metrics: on the Prometheus registry
@@ -78,6 +83,7 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		{"specprobe.spans.exported", "spans exported", "", func(t Totals) float64 { return float64(t.SpansExported) }},
 		{"specprobe.spans.failed", "spans the exporter failed to deliver", "", func(t Totals) float64 { return float64(t.SpansFailed) }},
 		{"specprobe.spans.dropped", "spans dropped by a full export queue", "", func(t Totals) float64 { return float64(t.SpansDropped) }},
+		{"specprobe.spans.dropped.memory", "of the spans dropped, those the span queues' share of memory_limit had no room for", "", func(t Totals) float64 { return float64(t.SpansShed) }},
 		{"specprobe.probe.cost", "estimated CPU time the probes took from the targets (events x cost per event measured by make bench)", "s", func(t Totals) float64 { return t.ProbeCost.Seconds() }},
 	}
 	var insts []metric.Observable
@@ -111,7 +117,15 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 	if err != nil {
 		return nil, nil, err
 	}
-	insts = append(insts, attached, rate, rss, rejected)
+	queued, err := m.Int64ObservableGauge("specprobe.daemon.queued", metric.WithDescription("bytes of spans waiting for the exporters (as the queues count them against memory_limit)"), metric.WithUnit("By"))
+	if err != nil {
+		return nil, nil, err
+	}
+	heap, err := m.Int64ObservableGauge("specprobe.daemon.memory.heap_live", metric.WithDescription("the Go heap the last collection found live (the span queues' bytes are in it)"), metric.WithUnit("By"))
+	if err != nil {
+		return nil, nil, err
+	}
+	insts = append(insts, attached, rate, rss, rejected, queued, heap)
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t := snapshot()
 		for inst, get := range obs {
@@ -120,6 +134,8 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		o.ObserveInt64(attached, int64(t.Attached))
 		o.ObserveFloat64(rate, t.SamplingRate)
 		o.ObserveInt64(rss, selfRSS())
+		o.ObserveInt64(queued, t.QueuedBytes)
+		o.ObserveInt64(heap, liveHeap())
 		for reason, n := range t.Rejected {
 			o.ObserveFloat64(rejected, float64(n), metric.WithAttributes(attribute.String("reason", reason)))
 		}
@@ -129,6 +145,16 @@ func newMeter(snapshot func() Totals, readers []sdkmetric.Reader) (*sdkmetric.Me
 		return nil, nil, err
 	}
 	return mp, reg, nil
+}
+
+// liveHeap is the heap the last garbage collection found live, in bytes.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }
 
 // selfRSS is the daemon's resident memory in bytes (/proc/self/statm).
@@ -151,9 +177,12 @@ func selfRSS() int64 {
 // pods, and is served on the local listener only.
 func (d *Daemon) handler(reg *prometheus.Registry, targets bool) http.Handler {
 	mux := http.NewServeMux()
+	// /metrics and /targets build their answer in memory: a few at a time,
+	// whoever asks, so that clients cannot take the daemon past its limit.
+	busy := make(chan struct{}, maxAnswering)
 	// OpenMetrics when the scraper asks for it: the format that carries
 	// exemplars (the trace of a slow step on the duration histograms).
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("/metrics", fewAtOnce(busy, promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if last := time.Unix(0, d.lastLoop.Load()); time.Since(last) > 5*time.Second {
 			http.Error(w, fmt.Sprintf("main loop stalled since %s", last.Format(time.RFC3339)), http.StatusServiceUnavailable)
@@ -171,11 +200,30 @@ func (d *Daemon) handler(reg *prometheus.Registry, targets bool) http.Handler {
 	if !targets {
 		return mux
 	}
-	mux.HandleFunc("/targets", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("/targets", fewAtOnce(busy, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.Targets())
-	})
+	})))
 	return mux
+}
+
+// maxAnswering is how many /metrics and /targets requests a listener
+// answers at once; a scraper or two, and someone looking.
+const maxAnswering = 4
+
+// fewAtOnce serves a request when one of busy's slots is free, else
+// answers 503 at once (try again in a second) rather than queue it.
+func fewAtOnce(busy chan struct{}, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case busy <- struct{}{}:
+			defer func() { <-busy }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy: too many /metrics and /targets requests at once", http.StatusServiceUnavailable)
+		}
+	})
 }

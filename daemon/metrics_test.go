@@ -29,7 +29,8 @@ func demoDaemon(t *testing.T) *Daemon {
 func TestEndpoints(t *testing.T) {
 	d := demoDaemon(t)
 	d.totals = Totals{Attaches: 3, Detaches: 2, Events: 1000, Rejected: map[string]uint64{reasonBadELF: 2, reasonDeadline: 1}}
-	d.targets[42] = &target{progress: tracer.Progress{Events: 500, Drops: 7}, costPerEvent: uprobeEventCost, attachedAt: time.Now()}
+	d.targets[42] = &target{progress: tracer.Progress{Events: 500, Drops: 7, Export: []tracer.ExportStats{{Name: "otlp", Dropped: 40, Shed: 30}}},
+		costPerEvent: uprobeEventCost, attachedAt: time.Now()}
 	mp, reg, err := newMeter(d.Totals, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +75,10 @@ func TestEndpoints(t *testing.T) {
 		"specprobe_sampling_rate 1",
 		"specprobe_probe_cost_seconds_total 0.0006", // 500 uprobe events x 1.2 us
 		"specprobe_daemon_memory_rss_bytes ",
+		"specprobe_spans_dropped_total 40",
+		"specprobe_spans_dropped_memory_total 30",
+		"specprobe_daemon_queued_bytes 0",
+		"specprobe_daemon_memory_heap_live_bytes ",
 		`specprobe_daemon_rejected_total{reason="bad_elf"} 2`,
 		`specprobe_daemon_rejected_total{reason="deadline"} 1`,
 	} {
@@ -81,7 +86,8 @@ func TestEndpoints(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
 	}
-	if code, body := get("/targets"); code != http.StatusOK || !strings.Contains(body, `"events": 500`) {
+	if code, body := get("/targets"); code != http.StatusOK || !strings.Contains(body, `"events": 500`) ||
+		!strings.Contains(body, `"spans_dropped": 40`) || !strings.Contains(body, `"spans_dropped_memory": 30`) {
 		t.Errorf("/targets: %d %s", code, body)
 	}
 	// The listener facing the pod network serves the rest, not /targets.
@@ -93,6 +99,45 @@ func TestEndpoints(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("metrics_listen %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+// Past maxAnswering requests at once the others get 503, and a slot is
+// free again once a request is answered.
+func TestFewAtOnce(t *testing.T) {
+	busy := make(chan struct{}, 2)
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	h := fewAtOnce(busy, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		entered <- struct{}{}
+		<-release
+	}))
+	done := make(chan int)
+	serve := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		done <- w.Code
+	}
+	go serve()
+	go serve()
+	<-entered
+	<-entered // both slots held
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("a third request at once: %d, Retry-After %q; want 503, 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	release <- struct{}{}
+	if code := <-done; code != http.StatusOK {
+		t.Errorf("first request: %d", code)
+	}
+	go serve()
+	<-entered // the freed slot serves the next one
+	close(release)
+	for range 2 {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("request: %d", code)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -57,20 +56,28 @@ type sessionEnd struct {
 
 // TargetInfo is one traced process, as /targets shows it.
 type TargetInfo struct {
-	PID        int               `json:"pid"`
-	Exe        string            `json:"exe"`
-	Engine     string            `json:"engine"`
-	Attached   bool              `json:"attached"`
-	Seen       time.Time         `json:"seen"`
-	AttachedAt time.Time         `json:"attached_at,omitzero"`
-	Events     uint64            `json:"events"`
-	Drops      uint64            `json:"drops"`
-	Resource   map[string]string `json:"resource,omitempty"`
+	PID        int       `json:"pid"`
+	Exe        string    `json:"exe"`
+	Engine     string    `json:"engine"`
+	Attached   bool      `json:"attached"`
+	Seen       time.Time `json:"seen"`
+	AttachedAt time.Time `json:"attached_at,omitzero"`
+	Events     uint64    `json:"events"`
+	Drops      uint64    `json:"drops"`
+	// Spans dropped on the way to the exporters, and of them those shed
+	// because the span queues' share of memory_limit was full.
+	SpansDropped       uint64            `json:"spans_dropped"`
+	SpansDroppedMemory uint64            `json:"spans_dropped_memory"`
+	Resource           map[string]string `json:"resource,omitempty"`
 }
 
 func (t *target) info() TargetInfo {
 	i := TargetInfo{PID: t.id.PID, Exe: t.exe, Engine: t.engine, Attached: !t.attachedAt.IsZero(),
 		Seen: t.seen, AttachedAt: t.attachedAt, Events: t.progress.Events, Drops: t.progress.Drops}
+	for _, e := range t.progress.Export {
+		i.SpansDropped += e.Dropped
+		i.SpansDroppedMemory += e.Shed
+	}
 	if len(t.resource) > 0 {
 		i.Resource = map[string]string{}
 		for _, kv := range t.resource {
@@ -99,7 +106,7 @@ func (d *Daemon) start(c *candidate, spec *probes.Spec, owner Owner, meta *k8sme
 	cfg := tracer.Config{
 		PID: c.id.PID, Spec: spec, SkipEndbr: true, Exporters: d.shared,
 		Log: &prefixLog{l: d.log, prefix: fmt.Sprintf("PID %d: ", c.id.PID)}, Attached: attached,
-		ImportWait: 5 * time.Second, QueueSize: d.budgets.queue, RingBytes: d.budgets.ring, FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
+		ImportWait: 5 * time.Second, QueueBudgets: d.queues, RingBytes: d.budgets.ring, FlushTimeout: d.opts.FlushTimeout, CommandLine: mode,
 		Progress: func(p tracer.Progress) { d.mu.Lock(); t.progress = p; d.mu.Unlock() },
 	}
 	if d.opts.EventBudget > 0 {
@@ -185,7 +192,12 @@ func (d *Daemon) finish(e sessionEnd) {
 			d.failed[t.id] = true
 			d.totals.Rejected[reasonBadOffsets]++
 		}
-		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped", t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops)
+		var dropped, shed uint64
+		for _, e := range t.progress.Export {
+			dropped, shed = dropped+e.Dropped, shed+e.Shed
+		}
+		d.log.printf("detached from PID %d (%s): %s; %d events, %d dropped; %d spans dropped, %d of them for the memory limit",
+			t.id.PID, t.exe, reason, t.progress.Events, t.progress.Drops, dropped, shed)
 		defer d.notify(Event{Kind: "detached", PID: t.id.PID, Engine: t.engine, Reason: reason, Result: e.res})
 	case alive && !t.exec && d.ctx.Err() == nil && time.Since(t.seen) < 10*time.Second && !errors.Is(e.err, context.Canceled) &&
 		!errors.Is(e.err, errPanic) && reasonOf(e.err, d.ctx) == "":
@@ -236,15 +248,22 @@ func (d *Daemon) stopAll() {
 }
 
 // sharedExporter lets every session's queue use one exporter: calls are
-// serialised and a session's shutdown leaves it open.
+// serialised and a session's shutdown leaves it open. A call waiting its
+// turn gives up when its context ends: behind a stalled collector each
+// call holds the turn for the OTLP timeout, and a session that is ending
+// must not wait for every other session's.
 type sharedExporter struct {
-	mu *sync.Mutex
+	turn chan struct{} // holds one token while a call exports
 	export.Exporter
 }
 
 func (s sharedExporter) Export(ctx context.Context, spans []*spanrec.Span) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+		defer func() { <-s.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return s.Exporter.Export(ctx, spans)
 }
 

@@ -26,7 +26,7 @@ func TestOTLPEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			qp := export.NewQueueProcessor(exp, 64, 4, time.Hour)
+			qp := export.NewQueueProcessor(exp, 64, 4, time.Hour, nil)
 			tp := sdktrace.NewTracerProvider(sdktrace.WithResource(testResource()), sdktrace.WithSpanProcessor(qp))
 			emitContract(tp)
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -105,7 +105,7 @@ func TestOTLPDeadEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp := export.NewQueueProcessor(exp, 16, 16, time.Hour)
+	qp := export.NewQueueProcessor(exp, 16, 16, time.Hour, nil)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(qp))
 	start := time.Now()
 	endSpans(tp, 100)

@@ -12,13 +12,15 @@ import (
 )
 
 // QueueProcessor hands spans to one exporter from a bounded queue that
-// never blocks its caller: past its size spans are dropped and counted,
-// so a slow or unreachable collector costs spans, never the reader's time.
+// never blocks its caller: past its size, or its Budget of bytes, spans
+// are dropped and counted, so a slow or unreachable collector costs spans,
+// never the reader's time nor memory past the budget.
 // The span builder's sink pushes records (Push); it is also an SDK
 // SpanProcessor, for spans made with the OpenTelemetry SDK.
 type QueueProcessor struct {
 	exp        Exporter
-	size       int // spans waiting or being exported, at most
+	size       int     // spans waiting or being exported, at most
+	budget     *Budget // their bytes (spanrec's Cost), when set
 	batchSize  int
 	flushEvery time.Duration
 
@@ -42,6 +44,7 @@ type QueueProcessor struct {
 
 	exported, dropped, failed atomic.Uint64
 	firstErr                  atomic.Pointer[error] // the exporter's first error
+	shed                      atomic.Uint64         // of dropped: no room in the budget
 }
 
 // WritesAtShutdown marks an exporter that keeps the spans it is given and
@@ -55,8 +58,10 @@ type flushReq struct {
 }
 
 // NewQueueProcessor starts the worker goroutine. Non-positive arguments get
-// defaults (queue 2048, batch 512, flush every 1s) matching the SDK's.
-func NewQueueProcessor(exp Exporter, queueSize, batchSize int, flushEvery time.Duration) *QueueProcessor {
+// defaults (queue 2048, batch 512, flush every 1s) matching the SDK's. A
+// budget, when not nil, also holds the bytes of the spans waiting or being
+// exported; queues may share one.
+func NewQueueProcessor(exp Exporter, queueSize, batchSize int, flushEvery time.Duration, budget *Budget) *QueueProcessor {
 	if queueSize <= 0 {
 		queueSize = 2048
 	}
@@ -69,7 +74,7 @@ func NewQueueProcessor(exp Exporter, queueSize, batchSize int, flushEvery time.D
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &QueueProcessor{
-		exp: exp, size: queueSize, batchSize: batchSize, flushEvery: flushEvery,
+		exp: exp, size: queueSize, budget: budget, batchSize: batchSize, flushEvery: flushEvery,
 		kick: make(chan struct{}, 1), flushReq: make(chan flushReq), stop: make(chan struct{}), done: make(chan struct{}),
 		ctx: ctx, cancel: cancel, sdkRes: map[any]*spanrec.Resource{},
 	}
@@ -98,8 +103,13 @@ func (p *QueueProcessor) Err() error {
 
 func (p *QueueProcessor) noteErr(err error) { p.firstErr.CompareAndSwap(nil, &err) }
 
+// Shed is how many of the dropped spans were dropped because the budget
+// had no room for them.
+func (p *QueueProcessor) Shed() uint64 { return p.shed.Load() }
+
 // Push queues spans, or counts them dropped when the queue is full or shut
 // down. It holds a lock only to append: the worker never exports under it.
+// Spans pushed together (a step's) are kept or shed together by the budget.
 func (p *QueueProcessor) Push(spans ...*spanrec.Span) {
 	p.mu.Lock()
 	if p.stopped {
@@ -109,6 +119,10 @@ func (p *QueueProcessor) Push(spans ...*spanrec.Span) {
 	}
 	room := max(0, p.size-len(p.waiting)-p.inFlight)
 	n := min(room, len(spans))
+	if n > 0 && p.budget != nil && !p.budget.take(cost(spans[:n])) {
+		p.shed.Add(uint64(n))
+		n = 0
+	}
 	p.waiting = append(p.waiting, spans[:n]...)
 	full := len(p.waiting) >= p.batchSize
 	p.mu.Unlock()
@@ -182,6 +196,7 @@ func (p *QueueProcessor) Shutdown(ctx context.Context) error {
 		// Spans the worker left behind when it gave up at the deadline.
 		p.mu.Lock()
 		p.dropped.Add(uint64(len(p.waiting)))
+		p.release(p.waiting)
 		p.waiting = nil
 		p.mu.Unlock()
 		e := p.exp.Shutdown(ctx)
@@ -265,6 +280,7 @@ func (p *QueueProcessor) drain(ctx context.Context, spare *[]*spanrec.Span) erro
 			// Give up on the rest: count it rather than export it late.
 			n := len(batch) - i
 			p.dropped.Add(uint64(n))
+			p.release(batch[i:])
 			p.mu.Lock()
 			p.inFlight -= n
 			p.mu.Unlock()
@@ -287,7 +303,15 @@ func (p *QueueProcessor) export(ctx context.Context, batch []*spanrec.Span) {
 	} else {
 		p.exported.Add(n)
 	}
+	p.release(batch)
 	p.mu.Lock()
 	p.inFlight -= len(batch)
 	p.mu.Unlock()
+}
+
+// release gives the budget back the bytes of spans no longer queued.
+func (p *QueueProcessor) release(spans []*spanrec.Span) {
+	if p.budget != nil {
+		p.budget.give(cost(spans))
+	}
 }

@@ -67,7 +67,7 @@ func endSpans(tp *sdktrace.TracerProvider, n int) {
 
 func TestQueueProcessorNeverBlocks(t *testing.T) {
 	f := &fakeExporter{release: make(chan struct{}), entered: make(chan struct{}, 1)}
-	qp := export.NewQueueProcessor(f, 8, 1, time.Hour)
+	qp := export.NewQueueProcessor(f, 8, 1, time.Hour, nil)
 	tp := provider(qp)
 
 	endSpans(tp, 1)
@@ -98,7 +98,7 @@ func TestQueueProcessorNeverBlocks(t *testing.T) {
 
 func TestQueueProcessorShutdownDrains(t *testing.T) {
 	f := &fakeExporter{}
-	qp := export.NewQueueProcessor(f, 100, 7, time.Hour) // ticker never fires
+	qp := export.NewQueueProcessor(f, 100, 7, time.Hour, nil) // ticker never fires
 	tp := provider(qp)
 	endSpans(tp, 50)
 	if err := tp.Shutdown(context.Background()); err != nil {
@@ -112,7 +112,7 @@ func TestQueueProcessorShutdownDrains(t *testing.T) {
 
 func TestQueueProcessorForceFlushAndTicker(t *testing.T) {
 	f := &fakeExporter{}
-	qp := export.NewQueueProcessor(f, 100, 100, 20*time.Millisecond)
+	qp := export.NewQueueProcessor(f, 100, 100, 20*time.Millisecond, nil)
 	tp := provider(qp)
 	defer tp.Shutdown(context.Background())
 	endSpans(tp, 3)
@@ -131,7 +131,7 @@ func TestQueueProcessorForceFlushAndTicker(t *testing.T) {
 
 func TestQueueProcessorCountsFailures(t *testing.T) {
 	f := &fakeExporter{fail: true}
-	qp := export.NewQueueProcessor(f, 100, 4, time.Hour)
+	qp := export.NewQueueProcessor(f, 100, 4, time.Hour, nil)
 	tp := provider(qp)
 	endSpans(tp, 10)
 	_ = tp.Shutdown(context.Background())
@@ -142,7 +142,7 @@ func TestQueueProcessorCountsFailures(t *testing.T) {
 
 func TestQueueProcessorShutdownHonoursDeadline(t *testing.T) {
 	f := &fakeExporter{release: make(chan struct{})} // never released
-	qp := export.NewQueueProcessor(f, 100, 5, time.Hour)
+	qp := export.NewQueueProcessor(f, 100, 5, time.Hour, nil)
 	tp := provider(qp)
 	endSpans(tp, 20)
 

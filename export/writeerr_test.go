@@ -29,7 +29,7 @@ func TestWriteErrorsCounted(t *testing.T) {
 		{"perfetto", export.NewPerfettoNamed(&fullDisk{}, func(int64, int64) string { return "t" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			qp := export.NewQueueProcessor(tc.exp, 64, 4, time.Hour)
+			qp := export.NewQueueProcessor(tc.exp, 64, 4, time.Hour, nil)
 			endSpans(provider(qp), 10)
 			err := qp.Shutdown(context.Background())
 			exported, dropped, failed := qp.Stats()
@@ -49,7 +49,7 @@ func TestWriteErrorsCounted(t *testing.T) {
 // TestQueueErrFirst: Err keeps the first error, not the last.
 func TestQueueErrFirst(t *testing.T) {
 	f := &fakeExporter{fail: true}
-	qp := export.NewQueueProcessor(f, 64, 1, time.Hour)
+	qp := export.NewQueueProcessor(f, 64, 1, time.Hour, nil)
 	if qp.Err() != nil {
 		t.Fatalf("Err() before any export: %v", qp.Err())
 	}

@@ -172,7 +172,11 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 		}
 	}
 	for _, e := range r.Export {
-		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (queue full or flush timeout), %d failed%s\n", e.Name, e.Exported, e.Dropped, e.Failed, firstError(e.Err))
+		why := "queue full or flush timeout"
+		if e.Shed > 0 {
+			why += fmt.Sprintf("; %d of them for the memory limit", e.Shed)
+		}
+		fmt.Fprintf(w, "  exporter %s: %d spans exported, %d dropped (%s), %d failed%s\n", e.Name, e.Exported, e.Dropped, why, e.Failed, firstError(e.Err))
 	}
 	for _, l := range r.GPU {
 		fmt.Fprintf(w, "  %s\n", l)

@@ -66,6 +66,11 @@ type Config struct {
 	// QueueSize bounds the spans waiting for each exporter (default 65536);
 	// past it spans are dropped and counted, never the target slowed.
 	QueueSize int
+	// QueueBudgets, when set, has a budget for each exporter (in
+	// Exporters' order; nil: none) that also holds the bytes of its queued
+	// spans; the daemon shares them among its sessions. Spans shed for want
+	// of room count as dropped, and as Shed.
+	QueueBudgets []*export.Budget
 	// RingBytes sizes the ring buffer (a power of 2; default 4 MiB).
 	RingBytes uint32
 	// FlushTimeout bounds the export of what is left when the session ends,
@@ -122,7 +127,8 @@ type ExportStats struct {
 	Exported, Dropped, Failed uint64
 	// Err is the exporter's first error ("" for none): of a write, a send
 	// or its shutdown.
-	Err string
+	Err  string
+	Shed uint64 // of Dropped: no room left in its QueueBudget
 }
 
 // Run traces until ctx is done, the duration passes or the target exits.
@@ -462,7 +468,7 @@ func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 	var out []ExportStats
 	for i, p := range procs {
 		e, d, f := p.Stats()
-		st := ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f}
+		st := ExportStats{Name: cfg.Exporters[i].Name, Exported: e, Dropped: d, Failed: f, Shed: p.Shed()}
 		if err := p.Err(); err != nil {
 			st.Err = err.Error()
 		}
@@ -475,12 +481,16 @@ func exportStats(cfg Config, procs []*export.QueueProcessor) []ExportStats {
 // making the spans, which every span of the session points to.
 func pipeline(cfg Config, ranks []probes.RankValue) ([]*export.QueueProcessor, *spanrec.Resource) {
 	var procs []*export.QueueProcessor
-	for _, e := range cfg.Exporters {
+	for i, e := range cfg.Exporters {
 		size := cfg.QueueSize
 		if size <= 0 {
 			size = DefaultQueueSize
 		}
-		procs = append(procs, export.NewQueueProcessor(e.Out(), size, min(512, size), time.Second))
+		var budget *export.Budget
+		if i < len(cfg.QueueBudgets) {
+			budget = cfg.QueueBudgets[i]
+		}
+		procs = append(procs, export.NewQueueProcessor(e.Out(), size, min(512, size), time.Second, budget))
 	}
 	return procs, spanrec.NewResource(processResource(cfg, ranks))
 }

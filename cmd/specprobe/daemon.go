@@ -57,8 +57,10 @@ and looked at again after a backoff.
 
 Past --event-budget events per second over all targets new requests are
 sampled, all spans of a request together, each span carrying
-specprobe.sampling.rate; --memory-limit sets the Go memory limit and bounds
-the span queues. process.command_line is left off spans unless
+specprobe.sampling.rate; --memory-limit sizes the ring buffers, the bytes of
+spans waiting for the exporters (past them spans are shed and counted: a
+stalled collector costs spans, not memory) and the Go memory limit.
+process.command_line is left off spans unless
 --command-line says redacted or full.
 
 Self-observability on --listen (localhost by default): /metrics
@@ -164,7 +166,7 @@ func bindDaemonFlags(f *pflag.FlagSet, c *daemon.Config) {
 	f.StringVar(&c.CommandLine, "command-line", c.CommandLine, "process.command_line on spans: off, redacted or full")
 	f.DurationVar(&c.FlushTimeout, "flush-timeout", c.FlushTimeout, "how long a session's final export may take (then what is left counts as dropped)")
 	f.IntVar(&c.EventBudget, "event-budget", c.EventBudget, "events per second over all targets beyond which requests are sampled (0: never sample)")
-	f.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "Go memory limit, e.g. 256MiB; also bounds the span queues")
+	f.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "what the daemon may use, e.g. 200MiB: sizes the ring buffers, the bytes of queued spans (past them spans are shed, counted) and the Go memory limit")
 	f.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "OTLP metrics export interval")
 	f.StringVar(&c.Kubelet.URL, "kubelet-url", c.Kubelet.URL, "kubelet to read pod names from (default https://$NODE_IP:10250 when NODE_IP is set)")
 	f.BoolVar(&c.Kubelet.InsecureSkipVerify, "kubelet-insecure-skip-verify", c.Kubelet.InsecureSkipVerify, "do not verify the kubelet's serving certificate (often self-signed)")
