@@ -141,8 +141,8 @@ func TestCutCalls(t *testing.T) {
 			enter(100, 2, siteDraft, "a"), // exit lost
 			enter(130, 2, siteVerify, ""),
 		},
-		then: func(b *spanbuilder.Builder) { b.ThreadGone(2, 200, "thread exited during the stage") },
-		want: []string{"a 2: draft 100-130 cut=exit_missed verify 130-200 !err"},
+		then:      func(b *spanbuilder.Builder) { b.ThreadGone(2, 200, "thread exited during the stage") },
+		want:      []string{"a 2: draft 100-130 cut=exit_missed verify 130-200 !err"},
 		cutMissed: 1,
 	}, {
 		name:  "Python: a pop whose frames say an older call is gone",
