@@ -290,6 +290,11 @@ func TestStoppedTracerDrops(t *testing.T) {
 	if cutDropped == 0 {
 		t.Errorf("kernel drops but no call cut by them:\n%s", summary)
 	}
+	for _, l := range strings.Split(summary, "\n") {
+		if strings.Contains(l, "calls cut") || strings.Contains(l, "kernel drops") || strings.Contains(l, "exporter") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
 }
 
 func summaryCount(t *testing.T, summary, pattern string) int {
