@@ -353,6 +353,9 @@ func TestWatchDecoder(t *testing.T) {
 			[]hit{{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
 		{"stripped: an unnamed +1 while the function runs is a reference", true, true,
 			[]hit{{11, unnamed, 0, HitEntry}, {12, unnamed, 2, HitIgnored}, {11, unnamed, 3, HitIgnored}, {10, unnamed, 0, HitExit}}},
+		{"a pop lost to a full ring: the frames bring the open count down, so a reference dropped while the next call runs is still no pop", true, false,
+			[]hit{{11, push, -1, HitEntry}, {12, push, -1, HitEntry}, {10, pop, 0, HitExit},
+				{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
 		{"freed", true, false, []hit{{0, dealloc, -1, HitFreed}}},
 		{"no change", true, false, []hit{{10, push, -1, HitIgnored}}},
 	} {
@@ -377,5 +380,28 @@ func TestWatchDecoder(t *testing.T) {
 				t.Errorf("a hit on a code object no longer watched: %d, want stale", got)
 			}
 		})
+	}
+}
+
+// A pop's depth, for the span builder: the calls of the site still running
+// on the thread, counting the one ending; 0 where the frames were not counted.
+func TestPopDepth(t *testing.T) {
+	d := newWatchDecoder(names{1: "_PyEvalFrameClearAndPop+0x12"})
+	for _, tc := range []struct {
+		flags, frames uint8
+		current       bool // 3.11 pops a frame while it is still the current one
+		want          int
+	}{
+		{0, 0, false, 0},
+		{wFrames, 0, false, 1},
+		{wFrames, 2, false, 2},
+		{wFrames, 4, false, 3},
+		{wFrames, 3, true, 1},
+		{wFrames, 3, false, 2},
+	} {
+		d.popsCurrentFrame = tc.current
+		if got := d.popDepth(&bpf.StageWatchEvent{Flags: tc.flags, Frames: tc.frames, Ip: 1}); got != tc.want {
+			t.Errorf("flags %d frames %d (pops current %v): depth %d, want %d", tc.flags, tc.frames, tc.current, got, tc.want)
+		}
 	}
 }
