@@ -244,8 +244,7 @@ func cString(b []int8) string {
 func (s *Session) Sites() []spanbuilder.Site {
 	out := make([]spanbuilder.Site, len(s.Targets))
 	for i, t := range s.Targets {
-		// Native stages never run inside one another (Site.Exclusive).
-		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch, Exclusive: true}
+		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch, Native: true}
 	}
 	return append(out, s.pySites()...)
 }

@@ -14,10 +14,11 @@ import (
 type Site struct {
 	Stage string
 	Batch bool // serves every request named in the same step
-	// Exclusive: no stage call runs inside one of this site's (native code,
-	// whose stages never nest): an entry on a thread with such a call open
-	// proves that call over, its exit lost (cut.go).
-	Exclusive bool
+	// Native: a call of native code, which is never recursive and never
+	// runs inside a later stage's call (Python's SGLang NGRAM drafts inside
+	// its verify): an entry that would do either proves the open call over,
+	// its exit lost (cut.go).
+	Native bool
 }
 
 // Value is one named integer read at a stage boundary.
@@ -178,8 +179,8 @@ func (b *Builder) Add(e *Event) {
 		// stage called from inside another belongs to the outer call's step.
 		site := b.sites[e.Site]
 		stage := site.Stage
-		if site.Exclusive {
-			b.cutExclusive(e.TID, t, e.BootNs)
+		if site.Native {
+			b.cutNative(e.TID, t, e.Site, e.BootNs)
 		}
 		switch {
 		case len(t.open) == 0:

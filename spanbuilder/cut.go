@@ -3,6 +3,8 @@ package spanbuilder
 import (
 	"slices"
 	"time"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // Closing calls whose exit never comes. An exit is lost when specprobe
@@ -11,8 +13,9 @@ import (
 // and every later batch call of the thread is taken for every request the
 // step collected. So a call is cut, with an error status and the reason in
 // Call.Cut, as soon as something proves it over:
-//   - an entry of a native stage on its thread while it is open (native
-//     stages never run inside one another; Site.Exclusive);
+//   - an entry on its thread, while it is open, of its own native function
+//     (never recursive) or of a native stage earlier in the step (native
+//     code never runs one inside a later stage's call; Site.Native);
 //   - a Python pop whose frame count (Event.Depth) says the thread runs
 //     fewer calls of the site than the builder holds open;
 //   - the kernel losing events of its thread (Event.Dropped): every call
@@ -36,15 +39,35 @@ const (
 	ageOverP99 = 10
 )
 
-// cutExclusive cuts every call of an exclusive site open on the thread: an
-// exclusive call is entering, and none runs inside another.
-func (b *Builder) cutExclusive(tid uint32, t *thread, at uint64) {
-	for j := len(t.open) - 1; j >= 0; j-- {
-		if b.sites[t.open[j].site].Exclusive {
-			b.cut(tid, t, t.open[j], at, CutExitMissed, "stage exit was not seen: the thread entered a stage again")
-			t.open = slices.Delete(t.open, j, j+1)
+// cutNative cuts, at an entry of the native site, the open native call it
+// proves over (one of the same site, or of a later stage) and the calls
+// above it. Where that was the thread's top-level call, the calls that
+// finished while it was open were taken for calls inside it; the step goes
+// on from the latest of them, so the entry is judged as the next top-level
+// call after it (a new step when it goes back to an earlier stage).
+func (b *Builder) cutNative(tid uint32, t *thread, site int, at uint64) {
+	stage := b.sites[site].Stage
+	i := slices.IndexFunc(t.open, func(oc openCall) bool {
+		s := b.sites[oc.site]
+		return s.Native && (oc.site == site || spanschema.NewStep(s.Stage, stage))
+	})
+	if i < 0 {
+		return
+	}
+	for j := len(t.open) - 1; j >= i; j-- {
+		b.cut(tid, t, t.open[j], at, CutExitMissed, "stage exit was not seen: the thread entered a stage again")
+	}
+	t.open = t.open[:i]
+	if i > 0 || t.topStart >= len(t.step) {
+		return
+	}
+	latest := &t.step[t.topStart]
+	for k := range t.step[t.topStart:] {
+		if c := &t.step[t.topStart+k]; c.Start.After(latest.Start) {
+			latest = c
 		}
 	}
+	t.last, t.raised = latest.Stage, latest.Err != "" && latest.Cut == ""
 }
 
 // cutDeeper cuts, at an exit of site with depth calls of it running, the

@@ -10,13 +10,13 @@ import (
 	"github.com/specprobe/specprobe/spanbuilder"
 )
 
-// The demo's sites as the loader arms native code: exclusive.
+// The demo's sites as the loader arms native code.
 var nativeSites = []spanbuilder.Site{
-	siteDraft:  {Stage: "draft", Exclusive: true},
-	siteVerify: {Stage: "verify", Batch: true, Exclusive: true},
-	siteAccept: {Stage: "accept", Exclusive: true},
-	siteExtend: {Stage: "draft_extend", Batch: true, Exclusive: true},
-	siteDraft2: {Stage: "draft", Exclusive: true},
+	siteDraft:  {Stage: "draft", Native: true},
+	siteVerify: {Stage: "verify", Batch: true, Native: true},
+	siteAccept: {Stage: "accept", Native: true},
+	siteExtend: {Stage: "draft_extend", Batch: true, Native: true},
+	siteDraft2: {Stage: "draft", Native: true},
 }
 
 // showSteps writes steps one a line: "rid tid: stage start-end [values] [cut=why|!err] ...".
@@ -138,12 +138,47 @@ func TestCutCalls(t *testing.T) {
 		name:  "a thread that dies mid-stage after a lost exit",
 		sites: nativeSites,
 		evs: []*spanbuilder.Event{
-			enter(100, 2, siteDraft, "a"), // exit lost
-			enter(130, 2, siteVerify, ""),
+			enter(50, 2, siteDraft, "a"), exit(60, 2, siteDraft, ""),
+			enter(100, 2, siteVerify, ""), // exit lost
+			enter(200, 2, siteDraft, "a"), // the next step: the verify is over
 		},
-		then:      func(b *spanbuilder.Builder) { b.ThreadGone(2, 200, "thread exited during the stage") },
-		want:      []string{"a 2: draft 100-130 cut=exit_missed verify 130-200 !err"},
+		then: func(b *spanbuilder.Builder) { b.ThreadGone(2, 250, "thread exited during the stage") },
+		want: []string{
+			"a 2: draft 50-60 verify 100-200 cut=exit_missed",
+			"a 2: draft 200-250 !err",
+		},
 		cutMissed: 1,
+	}, {
+		name:  "the calls a lost exit took for its own end its step",
+		sites: nativeSites,
+		evs: []*spanbuilder.Event{
+			enter(100, 1, siteDraft, "a"), exit(110, 1, siteDraft, ""),
+			enter(120, 1, siteDraft, "b"), // its exit is never seen
+			enter(130, 1, siteVerify, ""), exit(160, 1, siteVerify, ""),
+			enter(170, 1, siteAccept, "a", "num_correct_drafts", 1), exit(175, 1, siteAccept, ""),
+			enter(180, 1, siteAccept, "b", "num_correct_drafts", 2), exit(185, 1, siteAccept, ""),
+			enter(190, 1, siteExtend, ""), exit(220, 1, siteExtend, ""),
+			enter(300, 1, siteDraft, "c"), exit(310, 1, siteDraft, ""),
+			enter(320, 1, siteVerify, ""), exit(350, 1, siteVerify, ""),
+			enter(360, 1, siteAccept, "c", "num_correct_drafts", 3), exit(365, 1, siteAccept, ""),
+			enter(370, 1, siteExtend, ""), exit(400, 1, siteExtend, ""),
+		},
+		want: []string{
+			"a 1: draft 100-110 verify 130-160 num_correct_drafts=1 draft_extend 190-220",
+			"b 1: draft 120-300 cut=exit_missed verify 130-160 num_correct_drafts=2 draft_extend 190-220",
+			"c 1: draft 300-310 verify 320-350 num_correct_drafts=3 draft_extend 370-400",
+		},
+		cutMissed: 1,
+	}, {
+		name:  "a native verify that calls the accept is no lost exit",
+		sites: nativeSites,
+		evs: []*spanbuilder.Event{
+			enter(100, 1, siteDraft, "r"), exit(110, 1, siteDraft, ""),
+			enter(200, 1, siteVerify, ""),
+			enter(210, 1, siteAccept, "r", "num_correct_drafts", 2), exit(220, 1, siteAccept, ""),
+			exit(300, 1, siteVerify, ""),
+		},
+		want: []string{"r 1: draft 100-110 verify 200-300 num_correct_drafts=2"},
 	}, {
 		name:  "Python: a pop whose frames say an older call is gone",
 		sites: pySites,
