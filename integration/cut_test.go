@@ -246,11 +246,12 @@ func TestStoppedTracerDrops(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	resumed := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+	stopped := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	stopped := time.Now()
 	err := cmd.Wait()
 	took := time.Since(stopped)
 	if err != nil {
@@ -284,9 +285,21 @@ func TestStoppedTracerDrops(t *testing.T) {
 	if len(spans) > pairs {
 		t.Errorf("%d stage spans, more than the %d (call, request) pairs the target logged", len(spans), pairs)
 	}
+	// A second after specprobe went on, the backlog is read and every step
+	// is the target's again: each (call, request) the log has then has
+	// its span.
+	from, to := resumed.Add(time.Second).UnixNano(), stopped.Add(-500*time.Millisecond).UnixNano()
+	missing, window := spansMissing(spans, truth, from, to)
+	if window == 0 {
+		t.Errorf("no stage call in the window after specprobe went on")
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d of the %d (call, request) pairs logged from a second after SIGCONT have no span, e.g. %s",
+			len(missing), window, strings.Join(missing[:min(len(missing), 5)], "; "))
+	}
 	st, _ := os.Stat(out)
-	t.Logf("kernel drops %d, calls cut by drops %d, cut spans %d, stage spans %d of %d logged pairs, output %d bytes, detach %s",
-		drops, cutDropped, cut, len(spans), pairs, st.Size(), took.Round(time.Millisecond))
+	t.Logf("kernel drops %d, calls cut by drops %d, cut spans %d, stage spans %d of %d logged pairs (all %d from a second after SIGCONT), output %d bytes, detach %s",
+		drops, cutDropped, cut, len(spans), pairs, window, st.Size(), took.Round(time.Millisecond))
 	if cutDropped == 0 {
 		t.Errorf("kernel drops but no call cut by them:\n%s", summary)
 	}
@@ -295,6 +308,39 @@ func TestStoppedTracerDrops(t *testing.T) {
 			t.Log(strings.TrimSpace(l))
 		}
 	}
+}
+
+// spansMissing lists the (call, request) pairs of calls (accept aside) that
+// began and ended within [from, to] and have no stage span, and how many
+// pairs there were.
+func spansMissing(spans []stageSpan, truth []truthCall, from, to int64) (missing []string, n int) {
+	type key struct {
+		tid   uint32
+		stage string
+		rid   string
+	}
+	starts := map[key][]int64{}
+	for _, s := range spans {
+		k := key{s.tid, s.stage, s.rid}
+		starts[k] = append(starts[k], s.start)
+	}
+	slack := int64(clockSlack)
+	for _, c := range truth {
+		if c.Stage == spanschema.Accept || c.StartNs < from || c.EndNs > to {
+			continue
+		}
+		for _, rid := range c.RIDs {
+			n++
+			found := false
+			for _, st := range starts[key{c.TID, c.Stage, rid}] {
+				found = found || (st >= c.StartNs-slack && st <= c.EndNs+slack)
+			}
+			if !found {
+				missing = append(missing, fmt.Sprintf("%s of %s on thread %d at %s", c.Stage, rid, c.TID, fmtNs(c.StartNs)))
+			}
+		}
+	}
+	return missing, n
 }
 
 func summaryCount(t *testing.T, summary, pattern string) int {
