@@ -243,3 +243,24 @@ func TestDropsCountedPerThread(t *testing.T) {
 		t.Errorf("DroppedByThread = %v, want %v", b.Stats.DroppedByThread, want)
 	}
 }
+
+// A stage whose calls are slow gets ten times their 99th percentile before
+// an open call of it is cut, not the 30 s floor.
+func TestExpireFollowsSlowStages(t *testing.T) {
+	b, _ := newBuilder()
+	const s = uint64(time.Second)
+	at := uint64(0)
+	for i := 0; i < 10; i++ { // verifies of 5 s: the bound is 50 s
+		add(b, enter(at, 1, siteVerify, ""), exit(at+5*s, 1, siteVerify, ""))
+		at += 6 * s
+	}
+	add(b, enter(at, 1, siteVerify, ""))
+	b.Expire(at + 40*s)
+	if b.Stats.CutExitMissed != 0 {
+		t.Fatalf("a verify open 40 s cut though its stage's calls take 5 s")
+	}
+	b.Expire(at + 51*s)
+	if b.Stats.CutExitMissed != 1 || len(b.OpenThreads(pid)) != 0 {
+		t.Errorf("a verify open 51 s: %d cut, threads open %v; want it cut", b.Stats.CutExitMissed, b.OpenThreads(pid))
+	}
+}
