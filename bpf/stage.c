@@ -58,7 +58,7 @@ struct event {
 	u32 site;
 	u8 kind;   // KIND_ENTRY, KIND_EXIT
 	u8 failed; // bit i: value i could not be read
-	u16 pad;
+	u16 dropped; // events of this thread lost just before this one (saturates)
 	u64 values[MAX_VALUES];
 };
 
@@ -75,6 +75,7 @@ struct event_str {
 #define W_EXC_KNOWN 2
 #define W_FRAMES 4
 #define W_PAYLOAD 8
+#define W_DROPPED 16 // events of this thread were lost just before this hit
 
 struct watch_event {
 	u64 boot_ns;
@@ -193,12 +194,56 @@ static __always_inline int read_value(struct regs *regs, struct value_spec *v,
 	}
 }
 
+// Events lost per thread, until the thread's next record carries the
+// count: user space then cuts the calls the thread has open (a lost exit
+// would leave one open for good). drops_pending counts the threads in
+// thread_drops, so that records skip the lookup while there are none.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, u32);
+} thread_drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} drops_pending SEC(".maps");
+
 static __always_inline void count_drop(void)
 {
 	u32 zero = 0;
 	u64 *n = bpf_map_lookup_elem(&drops, &zero);
 	if (n)
 		(*n)++;
+	u32 tid = (u32)bpf_get_current_pid_tgid(), one = 1;
+	u32 *t = bpf_map_lookup_elem(&thread_drops, &tid);
+	if (t) {
+		__sync_fetch_and_add(t, 1);
+		return;
+	}
+	u64 *p = bpf_map_lookup_elem(&drops_pending, &zero);
+	if (p && !bpf_map_update_elem(&thread_drops, &tid, &one, BPF_NOEXIST))
+		__sync_fetch_and_add(p, 1);
+}
+
+// take_drops returns, and forgets, the events of this thread lost since its last record.
+static __always_inline u32 take_drops(void)
+{
+	u32 zero = 0;
+	u64 *p = bpf_map_lookup_elem(&drops_pending, &zero);
+	if (!p || !*p)
+		return 0;
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u32 *t = bpf_map_lookup_elem(&thread_drops, &tid);
+	if (!t)
+		return 0;
+	u32 n = *t;
+	if (!bpf_map_delete_elem(&thread_drops, &tid))
+		__sync_fetch_and_add(p, -1);
+	return n;
 }
 
 // Bytes each CPU has queued since load: a native event wakes the reader
@@ -247,7 +292,8 @@ static __always_inline void fill(struct pt_regs *ctx, struct site_config *cfg, s
 	e->site = site;
 	e->kind = kind;
 	e->failed = 0;
-	e->pad = 0;
+	u32 lost = take_drops();
+	e->dropped = lost > 0xffff ? 0xffff : lost;
 	struct regs regs;
 	load_regs(ctx, &regs);
 	for (int i = 0; i < MAX_VALUES; i++) {
@@ -431,15 +477,15 @@ __noinline int frames_running(u64 ts, u64 code, int exit)
 	return 2 * n + top;
 }
 
-// watch_header fills what every hit reports.
-static __always_inline void watch_header(struct watch_event *e, struct watch *w, struct watch_ctx *ctx, u64 addr, u64 pid_tgid)
+// watch_header fills what every hit reports; flags: W_DROPPED or 0.
+static __always_inline void watch_header(struct watch_event *e, struct watch *w, struct watch_ctx *ctx, u64 addr, u64 pid_tgid, u8 flags)
 {
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->pid = pid_tgid >> 32;
 	e->tid = (u32)pid_tgid;
 	e->site = w->site;
 	e->kind = KIND_WATCH;
-	e->flags = 0;
+	e->flags = flags;
 	e->frames = 0;
 	e->pyerr = 0;
 	e->refcnt = 0;
@@ -470,7 +516,7 @@ static __always_inline void watch_header(struct watch_event *e, struct watch *w,
 // watch_read reads, at a pop, the site's fields into the payload and sends
 // the hit with them; it returns 0 when it sent nothing (the caller sends
 // the bare hit).
-static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, int frames, u8 *why, u8 *at)
+static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames, u8 *why, u8 *at)
 {
 	struct pylayout *L = layout();
 	struct pyprog *p = prog_of(w->site);
@@ -478,7 +524,7 @@ static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u6
 	if (!L || !L->enabled || !p || !p->nfields || !s)
 		return 0;
 	struct watch_event *e = (struct watch_event *)s->buf;
-	watch_header(e, w, ctx, addr, pid_tgid);
+	watch_header(e, w, ctx, addr, pid_tgid, flags);
 	if (frames >= 0) {
 		e->flags |= W_FRAMES;
 		e->frames = frames;
@@ -523,14 +569,15 @@ int watch_hit(struct watch_ctx *ctx)
 	u64 ts = thread_state((u32)id);
 	int frames = frames_running(ts, addr, now < last);
 	u8 why = 0, at = 0;
-	if (now < last && now > 0 && watch_read(ctx, w, addr, id, frames, &why, &at))
+	u8 lost = take_drops() ? W_DROPPED : 0;
+	if (now < last && now > 0 && watch_read(ctx, w, addr, id, lost, frames, &why, &at))
 		return 0;
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
 	if (!e) {
 		count_drop();
 		return 0;
 	}
-	watch_header(e, w, ctx, addr, id);
+	watch_header(e, w, ctx, addr, id, lost);
 	e->pyerr = why;
 	e->pyerr_at = at;
 	if (frames >= 0) {

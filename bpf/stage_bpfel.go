@@ -14,15 +14,15 @@ import (
 )
 
 type StageEvent struct {
-	_      structs.HostLayout
-	BootNs uint64
-	Pid    uint32
-	Tid    uint32
-	Site   uint32
-	Kind   uint8
-	Failed uint8
-	Pad    uint16
-	Values [4]uint64
+	_       structs.HostLayout
+	BootNs  uint64
+	Pid     uint32
+	Tid     uint32
+	Site    uint32
+	Kind    uint8
+	Failed  uint8
+	Dropped uint16
+	Values  [4]uint64
 }
 
 type StageEventStr struct {
@@ -258,6 +258,7 @@ type StageWatchEvent struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	StageMapDrops            = "drops"
+	StageMapDropsPending     = "drops_pending"
 	StageMapEvents           = "events"
 	StageMapExcSlots         = "exc_slots"
 	StageMapPyframes         = "pyframes"
@@ -266,6 +267,7 @@ const (
 	StageMapPyscratches      = "pyscratches"
 	StageMapQueued           = "queued"
 	StageMapSites            = "sites"
+	StageMapThreadDrops      = "thread_drops"
 	StageMapTstates          = "tstates"
 	StageMapWatches          = "watches"
 	StageProgBare            = "bare"
@@ -342,17 +344,19 @@ type StageProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageMapSpecs struct {
-	Drops       *ebpf.MapSpec `ebpf:"drops"`
-	Events      *ebpf.MapSpec `ebpf:"events"`
-	ExcSlots    *ebpf.MapSpec `ebpf:"exc_slots"`
-	Pyframes    *ebpf.MapSpec `ebpf:"pyframes"`
-	Pylayouts   *ebpf.MapSpec `ebpf:"pylayouts"`
-	Pyprogs     *ebpf.MapSpec `ebpf:"pyprogs"`
-	Pyscratches *ebpf.MapSpec `ebpf:"pyscratches"`
-	Queued      *ebpf.MapSpec `ebpf:"queued"`
-	Sites       *ebpf.MapSpec `ebpf:"sites"`
-	Tstates     *ebpf.MapSpec `ebpf:"tstates"`
-	Watches     *ebpf.MapSpec `ebpf:"watches"`
+	Drops        *ebpf.MapSpec `ebpf:"drops"`
+	DropsPending *ebpf.MapSpec `ebpf:"drops_pending"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	ExcSlots     *ebpf.MapSpec `ebpf:"exc_slots"`
+	Pyframes     *ebpf.MapSpec `ebpf:"pyframes"`
+	Pylayouts    *ebpf.MapSpec `ebpf:"pylayouts"`
+	Pyprogs      *ebpf.MapSpec `ebpf:"pyprogs"`
+	Pyscratches  *ebpf.MapSpec `ebpf:"pyscratches"`
+	Queued       *ebpf.MapSpec `ebpf:"queued"`
+	Sites        *ebpf.MapSpec `ebpf:"sites"`
+	ThreadDrops  *ebpf.MapSpec `ebpf:"thread_drops"`
+	Tstates      *ebpf.MapSpec `ebpf:"tstates"`
+	Watches      *ebpf.MapSpec `ebpf:"watches"`
 }
 
 // StageVariableSpecs contains global variables before they are loaded into the kernel.
@@ -389,22 +393,25 @@ func (o *StageObjects) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageMaps struct {
-	Drops       *ebpf.Map `ebpf:"drops"`
-	Events      *ebpf.Map `ebpf:"events"`
-	ExcSlots    *ebpf.Map `ebpf:"exc_slots"`
-	Pyframes    *ebpf.Map `ebpf:"pyframes"`
-	Pylayouts   *ebpf.Map `ebpf:"pylayouts"`
-	Pyprogs     *ebpf.Map `ebpf:"pyprogs"`
-	Pyscratches *ebpf.Map `ebpf:"pyscratches"`
-	Queued      *ebpf.Map `ebpf:"queued"`
-	Sites       *ebpf.Map `ebpf:"sites"`
-	Tstates     *ebpf.Map `ebpf:"tstates"`
-	Watches     *ebpf.Map `ebpf:"watches"`
+	Drops        *ebpf.Map `ebpf:"drops"`
+	DropsPending *ebpf.Map `ebpf:"drops_pending"`
+	Events       *ebpf.Map `ebpf:"events"`
+	ExcSlots     *ebpf.Map `ebpf:"exc_slots"`
+	Pyframes     *ebpf.Map `ebpf:"pyframes"`
+	Pylayouts    *ebpf.Map `ebpf:"pylayouts"`
+	Pyprogs      *ebpf.Map `ebpf:"pyprogs"`
+	Pyscratches  *ebpf.Map `ebpf:"pyscratches"`
+	Queued       *ebpf.Map `ebpf:"queued"`
+	Sites        *ebpf.Map `ebpf:"sites"`
+	ThreadDrops  *ebpf.Map `ebpf:"thread_drops"`
+	Tstates      *ebpf.Map `ebpf:"tstates"`
+	Watches      *ebpf.Map `ebpf:"watches"`
 }
 
 func (m *StageMaps) Close() error {
 	return _StageClose(
 		m.Drops,
+		m.DropsPending,
 		m.Events,
 		m.ExcSlots,
 		m.Pyframes,
@@ -413,6 +420,7 @@ func (m *StageMaps) Close() error {
 		m.Pyscratches,
 		m.Queued,
 		m.Sites,
+		m.ThreadDrops,
 		m.Tstates,
 		m.Watches,
 	)

@@ -50,6 +50,9 @@ type Session struct {
 	// The compiled reads of each Python site (pycompile.go); a site without
 	// one is read from user space, if at all.
 	programs map[uint32]*PyProgram
+	// dropNotes counts, per thread, hits that said events were lost
+	// before them, until an event of the thread carries it (Event.Dropped).
+	dropNotes map[uint32]uint32
 	// OnCodeFreed, when set, is called (from Run's goroutine) when a
 	// watched Python code object is freed.
 	OnCodeFreed func(site int)
@@ -170,7 +173,11 @@ func (s *Session) arm() error {
 	return nil
 }
 
-// armFile attaches the probes of one file. The kernel takes a path and
+// armFile attaches the probes of one file, exit probes first: a call that
+// begins between the two attaches shows an exit without an entry, which
+// the span builder counts and drops, never an entry whose exit never comes
+// (a uretprobe takes a call's return at its entry, so one armed second
+// would miss the exits of calls entered in between). The kernel takes a path and
 // resolves it itself: it gets /proc/self/fd/N of the file opened and
 // checked here, so that a symlink swapped into the target's tree between
 // that check and the attach cannot put the probes on another file.
@@ -190,22 +197,22 @@ func (s *Session) armFile(m Mapping, path string, idx []int) error {
 			opts.Addresses = append(opts.Addresses, s.Targets[i].Offset)
 			opts.Cookies = append(opts.Cookies, uint64(i))
 		}
-		if err := s.add(ex.UprobeMulti(nil, s.objs.StageEntryMulti, opts)); err != nil {
-			return fmt.Errorf("attaching entry probes to %s: %w", path, err)
-		}
 		if err := s.add(ex.UretprobeMulti(nil, s.objs.StageExitMulti, opts)); err != nil {
 			return fmt.Errorf("attaching exit probes to %s: %w", path, err)
+		}
+		if err := s.add(ex.UprobeMulti(nil, s.objs.StageEntryMulti, opts)); err != nil {
+			return fmt.Errorf("attaching entry probes to %s: %w", path, err)
 		}
 		return nil
 	}
 	for _, i := range idx {
 		t := s.Targets[i]
 		opts := &link.UprobeOptions{Address: t.Offset, PID: s.PID, Cookie: uint64(i)}
-		if err := s.add(ex.Uprobe(t.Symbol.Name, s.objs.StageEntry, opts)); err != nil {
-			return fmt.Errorf("attaching the entry probe of %s: %w", t.Symbol.Demangled, err)
-		}
 		if err := s.add(ex.Uretprobe(t.Symbol.Name, s.objs.StageExit, opts)); err != nil {
 			return fmt.Errorf("attaching the exit probe of %s: %w", t.Symbol.Demangled, err)
+		}
+		if err := s.add(ex.Uprobe(t.Symbol.Name, s.objs.StageEntry, opts)); err != nil {
+			return fmt.Errorf("attaching the entry probe of %s: %w", t.Symbol.Demangled, err)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/specprobe/specprobe/bpf"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
+	"github.com/specprobe/specprobe/spanbuilder"
 )
 
 // The Go record types bpf2go generated must be the C structs' layout,
@@ -353,6 +354,9 @@ func TestWatchDecoder(t *testing.T) {
 			[]hit{{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
 		{"stripped: an unnamed +1 while the function runs is a reference", true, true,
 			[]hit{{11, unnamed, 0, HitEntry}, {12, unnamed, 2, HitIgnored}, {11, unnamed, 3, HitIgnored}, {10, unnamed, 0, HitExit}}},
+		{"a pop lost to a full ring: the frames bring the open count down, so a reference dropped while the next call runs is still no pop", true, false,
+			[]hit{{11, push, -1, HitEntry}, {12, push, -1, HitEntry}, {10, pop, 0, HitExit},
+				{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
 		{"freed", true, false, []hit{{0, dealloc, -1, HitFreed}}},
 		{"no change", true, false, []hit{{10, push, -1, HitIgnored}}},
 	} {
@@ -405,5 +409,55 @@ func TestWithoutReturnReads(t *testing.T) {
 				t.Error("the spec's own stage was changed")
 			}
 		})
+	}
+}
+
+// A pop's depth, for the span builder: the calls of the site still running
+// on the thread, counting the one ending; 0 where the frames were not counted.
+func TestPopDepth(t *testing.T) {
+	d := newWatchDecoder(names{1: "_PyEvalFrameClearAndPop+0x12"})
+	for _, tc := range []struct {
+		flags, frames uint8
+		current       bool // 3.11 pops a frame while it is still the current one
+		want          int
+	}{
+		{0, 0, false, 0},
+		{wFrames, 0, false, 1},
+		{wFrames, 2, false, 2},
+		{wFrames, 4, false, 3},
+		{wFrames, 3, true, 1},
+		{wFrames, 3, false, 2},
+	} {
+		d.popsCurrentFrame = tc.current
+		if got := d.popDepth(&bpf.StageWatchEvent{Flags: tc.flags, Frames: tc.frames, Ip: 1}); got != tc.want {
+			t.Errorf("flags %d frames %d (pops current %v): depth %d, want %d", tc.flags, tc.frames, tc.current, got, tc.want)
+		}
+	}
+}
+
+// A hit that says events of its thread were lost hands the count to the
+// thread's next event, even when the hit itself is no call; a pop carries
+// its depth.
+func TestWatchDropNotes(t *testing.T) {
+	sym := names{1: "_PyEvalFramePushAndInit+0x30", 2: "_PyEvalFrameClearAndPop+0x12"}
+	s := &Session{hits: newWatchDecoder(sym), py: newPyAssembler(func(uint32) int { return 0 })}
+	s.hits.frameObjectOwnsCode = true
+	s.hits.watch(3, 0x5000, 10)
+	hit := func(refcnt, ip uint64, flags, frames uint8, tid uint32) (spanbuilder.Event, bool) {
+		var ev spanbuilder.Event
+		ok := s.decodeWatch(&bpf.StageWatchEvent{Site: 3, Tid: tid, Addr: 0x5000, Refcnt: refcnt, Ip: ip, Flags: flags, Frames: frames}, nil, &ev)
+		return ev, ok
+	}
+	if _, ok := hit(10, 1, wDropped, 0, 7); ok { // no change of count: no call, but a drop to carry
+		t.Fatal("a hit that changed nothing made an event")
+	}
+	if ev, ok := hit(11, 1, 0, 0, 8); !ok || ev.Dropped != 0 {
+		t.Errorf("another thread's entry: ok %v, Dropped %d, want true and 0", ok, ev.Dropped)
+	}
+	if ev, ok := hit(12, 1, 0, 0, 7); !ok || ev.Exit || ev.Dropped != 1 {
+		t.Errorf("the thread's next entry: ok %v exit %v Dropped %d, want an entry carrying 1", ok, ev.Exit, ev.Dropped)
+	}
+	if ev, ok := hit(11, 2, wFrames, 0, 7); !ok || !ev.Exit || ev.Dropped != 0 || ev.Depth != 1 {
+		t.Errorf("its pop: ok %v exit %v Dropped %d Depth %d, want an exit at depth 1, no drop", ok, ev.Exit, ev.Dropped, ev.Depth)
 	}
 }

@@ -140,7 +140,7 @@ func (s *Session) decodeStage(r *bpf.StageEvent, str []int8, ev *spanbuilder.Eve
 	if r.Kind == kindExit {
 		b = probes.Exit
 	}
-	*ev = spanbuilder.Event{BootNs: r.BootNs, PID: r.Pid, TID: r.Tid, Site: int(site), Exit: b == probes.Exit}
+	*ev = spanbuilder.Event{BootNs: r.BootNs, PID: r.Pid, TID: r.Tid, Site: int(site), Exit: b == probes.Exit, Dropped: uint32(r.Dropped)}
 	for i, nv := range s.values[site][b] {
 		if r.Failed&(1<<i) != 0 {
 			s.Stats.ReadFailed++
@@ -164,6 +164,13 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 	if w.Kind == kindPyData {
 		return s.py.more(w, payload, ev)
 	}
+	if w.Flags&wDropped != 0 {
+		// Carried by the thread's next event, whatever this hit turns out to be.
+		if s.dropNotes == nil {
+			s.dropNotes = map[uint32]uint32{}
+		}
+		s.dropNotes[w.Tid]++
+	}
 	if held, ok := s.py.abandon(w.Tid); ok {
 		// The thread's next hit came before the last record of the one
 		// held: its payload was cut (a record lost to a full ring).
@@ -184,9 +191,14 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 		*ev = s.watchEvent(w, false)
 	case HitExit:
 		*ev = s.watchEvent(w, true)
+		ev.Depth = s.hits.popDepth(w)
 	case HitCancel:
 		*ev = s.watchEvent(w, true)
 		ev.Cancel = true
+	}
+	if n := s.dropNotes[w.Tid]; n > 0 {
+		ev.Dropped = n
+		delete(s.dropNotes, w.Tid)
 	}
 	if ev.Exit && !ev.Cancel {
 		return s.py.start(w, payload, ev)
@@ -232,7 +244,7 @@ func cString(b []int8) string {
 func (s *Session) Sites() []spanbuilder.Site {
 	out := make([]spanbuilder.Site, len(s.Targets))
 	for i, t := range s.Targets {
-		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch}
+		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch, Native: true}
 	}
 	return append(out, s.pySites()...)
 }

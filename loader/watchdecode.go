@@ -124,10 +124,16 @@ func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
 			d.tentative[k]-- // the entry it closes was a push
 		}
 	}
-	if !exit {
+	switch {
+	case !exit:
 		d.open[k]++
-	} else if d.open[k] > 0 {
+	case d.open[k] > 0:
 		d.open[k]--
+		if w.Flags&wFrames != 0 {
+			// The frames say what still runs: a pop lost before this one
+			// (a full ring) leaves no call counted open that is not.
+			d.open[k] = min(d.open[k], d.framesRunning(w, true))
+		}
 	}
 	switch {
 	case cancel:
@@ -144,6 +150,7 @@ const (
 	wExcKnown     = 2
 	wFrames       = 4
 	wPayload      = 8
+	wDropped      = 16 // events of the thread were lost just before this hit
 )
 
 // otherReference tells, from the frames of the function watch_hit counted
@@ -152,13 +159,7 @@ func (d *watchDecoder) otherReference(w *bpf.StageWatchEvent, k watchKey, c ipCl
 	if w.Flags&wFrames == 0 {
 		return false // not counted
 	}
-	n := int(w.Frames)
-	// One returning on 3.11 is cleared while still the current frame: it
-	// runs no more.
-	frames := n / 2
-	if exit && n%2 == 1 && d.popsCurrentFrame && !d.inEvalLoop(w.Ip) {
-		frames--
-	}
+	frames := d.framesRunning(w, exit)
 	switch {
 	case exit:
 		// No call open here (a reference dropped at shutdown), or the
@@ -173,6 +174,28 @@ func (d *watchDecoder) otherReference(w *bpf.StageWatchEvent, k watchKey, c ipCl
 		return frames > 0
 	}
 	return false
+}
+
+// framesRunning is how many frames of the hit's code run on its thread
+// (W_FRAMES must be set): at a pop, those left once it is done.
+func (d *watchDecoder) framesRunning(w *bpf.StageWatchEvent, exit bool) int {
+	n := int(w.Frames)
+	// One returning on 3.11 is cleared while still the current frame: it
+	// runs no more.
+	frames := n / 2
+	if exit && n%2 == 1 && d.popsCurrentFrame && !d.inEvalLoop(w.Ip) {
+		frames--
+	}
+	return frames
+}
+
+// popDepth is, at a pop, how many calls of the site its thread runs
+// counting the one ending (spanbuilder.Event.Depth); 0 when not counted.
+func (d *watchDecoder) popDepth(w *bpf.StageWatchEvent) int {
+	if w.Flags&wFrames == 0 {
+		return 0
+	}
+	return d.framesRunning(w, true) + 1
 }
 
 // inEvalLoop tells whether ip is in the interpreter's eval loop.

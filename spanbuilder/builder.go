@@ -14,6 +14,11 @@ import (
 type Site struct {
 	Stage string
 	Batch bool // serves every request named in the same step
+	// Native: a call of native code, which is never recursive and never
+	// runs inside a later stage's call (Python's SGLang NGRAM drafts inside
+	// its verify): an entry that would do either proves the open call over,
+	// its exit lost (cut.go).
+	Native bool
 }
 
 // Value is one named integer read at a stage boundary.
@@ -43,6 +48,13 @@ type Event struct {
 	// Read is what the probe read beyond Values, for the layer between the
 	// loader and the builder (a Python call's fields, read at its exit).
 	Read any
+	// Depth, on an exit, is how many calls of the site the thread still
+	// runs counting the one ending (a Python pop: its code's frames on the
+	// stack); 0 when unknown. Open calls of the site beyond it lost their exit.
+	Depth int
+	// Dropped is how many events of this thread the kernel lost (ring
+	// buffer full) just before this one: the thread's open calls are cut.
+	Dropped uint32
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -54,8 +66,11 @@ type Call struct {
 	RequestID  string
 	Values     []Value
 	Err        string
-	batch      bool
-	requests   []string
+	// Cut says why a call was closed without its exit (CutExitMissed,
+	// CutDropped); "" for a call whose exit was seen.
+	Cut      string
+	batch    bool
+	requests []string
 }
 
 // Step is what one request went through in one decode step of one thread.
@@ -146,6 +161,9 @@ func (b *Builder) Add(e *Event) {
 		t = &thread{pid: e.PID}
 		b.threads[e.TID] = t
 	}
+	if e.Dropped > 0 {
+		b.dropped(e.TID, t, e.BootNs, e.Dropped)
+	}
 	if e.Cancel {
 		for i := len(t.open) - 1; i >= 0; i-- {
 			if t.open[i].site == e.Site {
@@ -161,6 +179,9 @@ func (b *Builder) Add(e *Event) {
 		// stage called from inside another belongs to the outer call's step.
 		site := b.sites[e.Site]
 		stage := site.Stage
+		if site.Native {
+			b.cutNative(e.TID, t, e.Site, e.BootNs)
+		}
 		switch {
 		case len(t.open) == 0:
 			if spanschema.NewStep(t.last, stage) || spanschema.RepeatBegins(t.first, stage, site.Batch, t.raised) {
@@ -179,6 +200,9 @@ func (b *Builder) Add(e *Event) {
 		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests})
 		return
 	}
+	if e.Depth > 0 {
+		b.cutDeeper(e.TID, t, e.Site, e.Depth, e.BootNs)
+	}
 	// Find the matching entry; calls above it lost their exit (a dropped event
 	// or a longjmp) and are closed with an error rather than left to leak.
 	i := len(t.open) - 1
@@ -190,7 +214,7 @@ func (b *Builder) Add(e *Event) {
 		return
 	}
 	for j := len(t.open) - 1; j > i; j-- {
-		b.finish(e.TID, t, t.open[j], e.BootNs, "stage exit was not seen")
+		b.cut(e.TID, t, t.open[j], e.BootNs, CutExitMissed, "stage exit was not seen")
 	}
 	oc := t.open[i]
 	t.open = t.open[:i]
@@ -210,11 +234,16 @@ func (b *Builder) Add(e *Event) {
 }
 
 func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
+	b.cut(tid, t, oc, end, "", errMsg)
+}
+
+// cut finishes oc; why, when not "", says it was closed without its exit.
+func (b *Builder) cut(tid uint32, t *thread, oc openCall, end uint64, why, errMsg string) {
 	site := b.sites[oc.site]
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
-		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end), EndBoot: end,
-		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch, requests: oc.requests,
+		Start: b.clock.Wall(oc.start), End: b.clock.Wall(max(end, oc.start)), EndBoot: end,
+		RequestID: oc.requestID, Values: oc.values, Err: errMsg, Cut: why, batch: site.Batch, requests: oc.requests,
 	}
 	b.Stats.observe(&c)
 	t.step = append(t.step, c)
@@ -340,12 +369,7 @@ func (b *Builder) ThreadGone(tid uint32, at uint64, why string) {
 
 // Flush ends everything: open calls get an error status saying why.
 func (b *Builder) Flush(at uint64, why string) {
-	tids := make([]uint32, 0, len(b.threads))
-	for tid := range b.threads {
-		tids = append(tids, tid)
-	}
-	slices.Sort(tids)
-	for _, tid := range tids {
+	for _, tid := range b.sortedThreads() {
 		b.ThreadGone(tid, at, why)
 	}
 }

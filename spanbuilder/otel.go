@@ -121,6 +121,9 @@ func (o *OTelSink) Step(s Step) {
 	n := 1
 	for i, c := range s.Calls {
 		n += 1 + 2*len(c.Values)
+		if c.Cut != "" {
+			n++
+		}
 		if o.StageAttrs != nil {
 			if gpu == nil {
 				gpu = make([][]attribute.KeyValue, len(s.Calls))
@@ -142,6 +145,9 @@ func (o *OTelSink) Step(s Step) {
 		kvs = append(kvs, ct)
 		for _, v := range c.Values {
 			kvs = spanschema.AppendValueAttrs(kvs, v.Name, v.V)
+		}
+		if c.Cut != "" {
+			kvs = append(kvs, spanschema.KeyCut.String(c.Cut))
 		}
 		if gpu != nil {
 			kvs = append(kvs, gpu[i]...)

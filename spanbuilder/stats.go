@@ -15,12 +15,18 @@ type Stats struct {
 	UnmatchedExits    uint64
 	UnattributedCalls uint64 // calls in a step that named no request
 	Withdrawn         uint64 // entries that turned out not to be calls
-	Calls             map[string]uint64
-	Errors            uint64
-	Accepted          int64 // sum of num_correct_drafts
-	Verifies          uint64
-	drafted           map[string]int64 // sum of num_drafts, by stage
-	latency           map[string]*window
+	// Calls closed without their exit (cut.go): proved over by what the
+	// thread did next or by their age, and cut because the kernel lost
+	// events of their thread.
+	CutExitMissed, CutDropped uint64
+	// DroppedByThread counts, per thread, the events the kernel lost.
+	DroppedByThread map[uint32]uint64
+	Calls           map[string]uint64
+	Errors          uint64
+	Accepted        int64 // sum of num_correct_drafts
+	Verifies        uint64
+	drafted         map[string]int64 // sum of num_drafts, by stage
+	latency         map[string]*window
 }
 
 // Drafted is the count of drafts the acceptance is over. A spec may read
@@ -55,6 +61,12 @@ func (s *Stats) observe(c *Call) {
 	s.Calls[c.Stage]++
 	if c.Err != "" {
 		s.Errors++
+	}
+	switch c.Cut {
+	case CutExitMissed:
+		s.CutExitMissed++
+	case CutDropped:
+		s.CutDropped++
 	}
 	for _, v := range c.Values {
 		switch v.Name {

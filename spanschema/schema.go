@@ -112,6 +112,9 @@ const (
 	// KeySamplingRate is on every span of a sampled request: the fraction
 	// of requests kept then (0.25: this request stands for four).
 	KeySamplingRate = attribute.Key("specprobe.sampling.rate")
+	// KeyCut is on a stage span closed without its exit: why it was cut
+	// (exit_missed, events_dropped). Its status is an error.
+	KeyCut = attribute.Key("specprobe.cut")
 
 	// The thread span's attributes, SGLang's names.
 	KeyHostID      = attribute.Key("host_id")

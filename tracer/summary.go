@@ -1,8 +1,10 @@
 package tracer
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -157,6 +159,9 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 	fmt.Fprintf(w, "  steps %d (%.1f/s%s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), unnamed, calls, stageLine(st, accepted))
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
+	if l := cutLine(st); l != "" {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 	if p := r.Python; p != nil {
 		fmt.Fprintf(w, "  python: requests read for %d calls, %d failed, %d too late (slowest read %s after the hit)%s\n",
 			p.Reads, p.Failed, p.Late, p.MaxLag.Round(time.Microsecond), lastError(p.LastError))
@@ -188,6 +193,35 @@ func firstError(e string) string {
 		return ""
 	}
 	return "; first error: " + e
+}
+
+// cutLine names the calls closed without their exit, and the threads whose
+// events the kernel lost ("" when none).
+func cutLine(st *spanbuilder.Stats) string {
+	if st.CutExitMissed+st.CutDropped == 0 && len(st.DroppedByThread) == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("calls cut: %d whose exit was never seen (exit_missed), %d on threads whose events the kernel lost (events_dropped)",
+		st.CutExitMissed, st.CutDropped)
+	if len(st.DroppedByThread) == 0 {
+		return line
+	}
+	tids := make([]uint32, 0, len(st.DroppedByThread))
+	for tid := range st.DroppedByThread {
+		tids = append(tids, tid)
+	}
+	// The threads that lost most first; a few named, the rest counted.
+	slices.SortFunc(tids, func(a, b uint32) int {
+		return cmp.Or(cmp.Compare(st.DroppedByThread[b], st.DroppedByThread[a]), cmp.Compare(a, b))
+	})
+	var named []string
+	for _, tid := range tids[:min(len(tids), 4)] {
+		named = append(named, fmt.Sprintf("%d (%d)", tid, st.DroppedByThread[tid]))
+	}
+	if len(tids) > 4 {
+		named = append(named, fmt.Sprintf("%d more", len(tids)-4))
+	}
+	return line + "; events lost on threads " + strings.Join(named, ", ")
 }
 
 func lastError(e string) string {

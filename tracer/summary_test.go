@@ -207,3 +207,20 @@ func TestFileErrors(t *testing.T) {
 		t.Errorf("summary lacks %q:\n%s", want, b.String())
 	}
 }
+
+func TestSummaryNamesCutCalls(t *testing.T) {
+	st := spanbuilder.Stats{CutExitMissed: 2, CutDropped: 7,
+		DroppedByThread: map[uint32]uint64{11: 5, 12: 40, 13: 1, 14: 2, 15: 3, 16: 9}}
+	var out bytes.Buffer
+	printSummary(&out, &Result{Reason: "interrupted", Elapsed: time.Second, Stats: st}, false)
+	want := "  calls cut: 2 whose exit was never seen (exit_missed), 7 on threads whose events the kernel lost (events_dropped); " +
+		"events lost on threads 12 (40), 16 (9), 11 (5), 15 (3), 2 more\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary:\n%s\nwant the line\n%s", out.String(), want)
+	}
+	out.Reset()
+	printSummary(&out, &Result{Reason: "interrupted", Elapsed: time.Second}, false)
+	if strings.Contains(out.String(), "calls cut") {
+		t.Errorf("a summary with nothing cut names cuts:\n%s", out.String())
+	}
+}

@@ -303,6 +303,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for _, tid := range dead {
 			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
 		}
+		builder.Expire(spanbuilder.BootNow())
 		// What is the session's, not a process's: once an interval.
 		if now := time.Now(); now.Sub(lastTick) >= 100*time.Millisecond || len(procs) == 1 {
 			lastTick = now
