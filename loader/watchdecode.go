@@ -144,6 +144,7 @@ const (
 	wExcKnown     = 2
 	wFrames       = 4
 	wPayload      = 8
+	wCUDA         = 16 // the thread's CUDA counters are in the record
 )
 
 // otherReference tells, from the frames of the function watch_hit counted

@@ -43,6 +43,8 @@ type Event struct {
 	// Read is what the probe read beyond Values, for the layer between the
 	// loader and the builder (a Python call's fields, read at its exit).
 	Read any
+	// CUDA is the thread's CUDA driver counters at this boundary.
+	CUDA CUDACount
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -54,8 +56,11 @@ type Call struct {
 	RequestID  string
 	Values     []Value
 	Err        string
-	batch      bool
-	requests   []string
+	// CUDA is what the thread did in the CUDA driver during the call.
+	CUDA             CUDAUse
+	batch            bool
+	requests         []string
+	cudaFrom, cudaTo CUDACount
 }
 
 // Step is what one request went through in one decode step of one thread.
@@ -64,6 +69,9 @@ type Step struct {
 	PID, TID   uint32
 	Start, End time.Time
 	Calls      []Call // draft, verify, draft_extend, in time order; accept values are on the verify
+	// CUDA is what the thread did in the CUDA driver during its step outside
+	// every stage (outsideStages).
+	CUDA CUDAUse
 }
 
 // Sink receives finished steps, in order per thread.
@@ -118,6 +126,7 @@ type openCall struct {
 	requestID string
 	values    []Value
 	requests  []string
+	cuda      CUDACount
 }
 
 type thread struct {
@@ -176,7 +185,7 @@ func (b *Builder) Add(e *Event) {
 			// next step.
 			b.splitStep(e.TID, t)
 		}
-		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests})
+		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests, cuda: e.CUDA})
 		return
 	}
 	// Find the matching entry; calls above it lost their exit (a dropped event
@@ -190,7 +199,7 @@ func (b *Builder) Add(e *Event) {
 		return
 	}
 	for j := len(t.open) - 1; j > i; j-- {
-		b.finish(e.TID, t, t.open[j], e.BootNs, "stage exit was not seen")
+		b.finish(e.TID, t, t.open[j], e.BootNs, e.CUDA, "stage exit was not seen")
 	}
 	oc := t.open[i]
 	t.open = t.open[:i]
@@ -203,18 +212,19 @@ func (b *Builder) Add(e *Event) {
 	if e.Requests != nil {
 		oc.requests = e.Requests
 	}
-	b.finish(e.TID, t, oc, e.BootNs, e.Err)
+	b.finish(e.TID, t, oc, e.BootNs, e.CUDA, e.Err)
 	if len(t.open) == 0 {
 		t.raised = e.Err != ""
 	}
 }
 
-func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
+func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, cuda CUDACount, errMsg string) {
 	site := b.sites[oc.site]
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
 		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end), EndBoot: end,
 		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch, requests: oc.requests,
+		CUDA: cuda.Since(oc.cuda), cudaFrom: oc.cuda, cudaTo: cuda,
 	}
 	b.Stats.observe(&c)
 	t.step = append(t.step, c)
@@ -253,8 +263,11 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 	}
 	b.Stats.Steps++
 	sent := false
+	outside := outsideStages(calls)
+	b.Stats.addCUDA(OutsideStages, outside)
 	for _, rid := range rids {
 		if st := b.stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
+			st.CUDA = outside
 			b.sink.Step(st)
 			sent = true
 		}
@@ -331,7 +344,7 @@ func (b *Builder) ThreadGone(tid uint32, at uint64, why string) {
 		return
 	}
 	for j := len(t.open) - 1; j >= 0; j-- {
-		b.finish(tid, t, t.open[j], at, why)
+		b.finish(tid, t, t.open[j], at, CUDACount{}, why)
 	}
 	t.open = nil
 	b.flushStep(tid, t)

@@ -118,9 +118,9 @@ func (o *OTelSink) Step(s Step) {
 	// The step's spans and their own attributes, carved out of chunks.
 	spans := o.newSpans(1 + len(s.Calls))
 	var gpu [][]attribute.KeyValue
-	n := 1
+	n := 1 + cudaAttrs
 	for i, c := range s.Calls {
-		n += 1 + 2*len(c.Values)
+		n += 1 + 2*len(c.Values) + cudaAttrs
 		if o.StageAttrs != nil {
 			if gpu == nil {
 				gpu = make([][]attribute.KeyValue, len(s.Calls))
@@ -133,8 +133,8 @@ func (o *OTelSink) Step(s Step) {
 	loop := &spans[0]
 	*loop = o.span(r.root.Trace, th.forward.ID, spanschema.DecodeLoop, s.Start)
 	loop.End, loop.Shared[0] = s.End.UnixNano(), th.shared
-	kvs = append(kvs, ct)
-	loop.Own = kvs[0:1:1]
+	kvs = s.CUDA.AppendAttrs(append(kvs, ct))
+	loop.Own = kvs[0:len(kvs):len(kvs)]
 	o.batch = append(o.batch[:0], loop)
 	for i, c := range s.Calls {
 		from := len(kvs)
@@ -143,6 +143,7 @@ func (o *OTelSink) Step(s Step) {
 		for _, v := range c.Values {
 			kvs = spanschema.AppendValueAttrs(kvs, v.Name, v.V)
 		}
+		kvs = c.CUDA.AppendAttrs(kvs)
 		if gpu != nil {
 			kvs = append(kvs, gpu[i]...)
 		}

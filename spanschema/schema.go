@@ -113,6 +113,15 @@ const (
 	// of requests kept then (0.25: this request stands for four).
 	KeySamplingRate = attribute.Key("specprobe.sampling.rate")
 
+	// What a thread did in the CUDA driver (libcuda) during a stage span, or
+	// on a decode_loop span outside its stages: seconds blocked in
+	// synchronizing calls (double), how many such calls, kernel launches and
+	// graph launches. Present only where the CUDA probes are armed.
+	KeyCUDASyncDuration = attribute.Key("specprobe.cuda.sync.duration")
+	KeyCUDASyncCount    = attribute.Key("specprobe.cuda.sync.count")
+	KeyCUDALaunches     = attribute.Key("specprobe.cuda.launches")
+	KeyCUDAGraphs       = attribute.Key("specprobe.cuda.graph_launches")
+
 	// The thread span's attributes, SGLang's names.
 	KeyHostID      = attribute.Key("host_id")
 	KeyPID         = attribute.Key("pid") // the thread's kernel id, as SGLang records it
