@@ -52,7 +52,7 @@ func buildFakeCUDA(t *testing.T, engine bool) string {
 	dir := t.TempDir()
 	src := filepath.Join(repoRoot(t), "integration", "testdata")
 	lib := filepath.Join(dir, "libcuda.so.1")
-	cmds := [][]string{{"gcc", "-O2", "-g", "-fcf-protection=none", "-fPIC", "-shared", "-o", lib, filepath.Join(src, "fakecuda.c")}}
+	cmds := [][]string{{"gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-fcf-protection=none", "-fPIC", "-shared", "-o", lib, filepath.Join(src, "fakecuda.c")}}
 	if engine {
 		cmds = append(cmds, []string{"gcc", "-O2", "-g", "-o", filepath.Join(dir, "cudaengine"), filepath.Join(src, "cudaengine.c"), lib, "-Wl,-rpath,$ORIGIN"})
 	}

@@ -101,7 +101,7 @@ func build() (string, error) {
 	lib := filepath.Join(dir, "libcuda.so.1")
 	bin := filepath.Join(dir, "cudaloop")
 	for _, c := range [][]string{
-		{"gcc", "-O2", "-fcf-protection=none", "-fPIC", "-shared", "-o", lib, "integration/testdata/fakecuda.c"},
+		{"gcc", "-O2", "-fno-omit-frame-pointer", "-fcf-protection=none", "-fPIC", "-shared", "-o", lib, "integration/testdata/fakecuda.c"},
 		{"gcc", "-O2", "-o", bin, "bench/cudaloop.c", lib, "-Wl,-rpath,$ORIGIN"},
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {

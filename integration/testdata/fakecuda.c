@@ -2,8 +2,10 @@
 // exported under the driver's names, a launch queues FAKECUDA_KERNEL_US of
 // "GPU work" (FAKECUDA_GRAPH_US for a graph) and returns at once; a
 // synchronizing call sleeps until the work queued so far is done. Built by
-// the tests as libcuda.so.1 (-fcf-protection=none: entries start with push
-// %rbp, as NVIDIA's do).
+// the tests and make bench as libcuda.so.1 with -fcf-protection=none
+// -fno-omit-frame-pointer: every entry starts with push %rbp, as NVIDIA's
+// do (an instruction uprobes emulate; others are single-stepped, at several
+// times the cost).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
