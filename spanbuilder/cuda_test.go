@@ -1,6 +1,7 @@
 package spanbuilder_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,5 +109,29 @@ func TestCUDASince(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
+	}
+}
+
+// The OTel sink puts a call's use on its stage span and the step's
+// outside use on decode_loop; a call whose use is unknown gets none.
+func TestOTelSinkCUDA(t *testing.T) {
+	sink, sr := newOTel(t)
+	sink.Step(spanbuilder.Step{RequestID: "r", TID: 1, Start: at(0), End: at(100), CUDA: use(2_000_000, 1, 2, 0),
+		Calls: []spanbuilder.Call{
+			{Stage: "draft", Start: at(0), End: at(10)},
+			{Stage: "verify", Start: at(20), End: at(100), CUDA: use(3_000_000, 2, 5, 1)},
+		}})
+	sink.Close()
+	ended := byName(sr.Ended())
+	for name, want := range map[string][]any{"decode_loop": {0.002, 1, 2, 0}, "spec_verify": {0.003, 2, 5, 1}} {
+		a := attrs(one(t, ended, name))
+		got := []any{a["specprobe.cuda.sync.duration"].AsFloat64(), int(a["specprobe.cuda.sync.count"].AsInt64()),
+			int(a["specprobe.cuda.launches"].AsInt64()), int(a["specprobe.cuda.graph_launches"].AsInt64())}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+	if _, ok := attrs(one(t, ended, "spec_draft"))["specprobe.cuda.launches"]; ok {
+		t.Error("a call of unknown use carries CUDA attributes")
 	}
 }
