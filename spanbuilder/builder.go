@@ -57,10 +57,10 @@ type Call struct {
 	Values     []Value
 	Err        string
 	// CUDA is what the thread did in the CUDA driver during the call.
-	CUDA             CUDAUse
-	batch            bool
-	requests         []string
-	cudaFrom, cudaTo CUDACount
+	CUDA     CUDAUse
+	batch    bool
+	requests []string
+	cudaFrom CUDACount // the thread's counters at the call's entry
 }
 
 // Step is what one request went through in one decode step of one thread.
@@ -224,7 +224,7 @@ func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, cuda CU
 		Stage: site.Stage, PID: t.pid, TID: tid,
 		Start: b.clock.Wall(oc.start), End: b.clock.Wall(end), EndBoot: end,
 		RequestID: oc.requestID, Values: oc.values, Err: errMsg, batch: site.Batch, requests: oc.requests,
-		CUDA: cuda.Since(oc.cuda), cudaFrom: oc.cuda, cudaTo: cuda,
+		CUDA: cuda.Since(oc.cuda), cudaFrom: oc.cuda,
 	}
 	b.Stats.observe(&c)
 	t.step = append(t.step, c)

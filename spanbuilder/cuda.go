@@ -41,6 +41,15 @@ func (c CUDACount) Since(from CUDACount) CUDAUse {
 		Launches: int64(c.Launches - from.Launches), Graphs: int64(c.Graphs - from.Graphs)}
 }
 
+// plus is the counters after use u since c (invalid when u is unknown).
+func (c CUDACount) plus(u CUDAUse) CUDACount {
+	if !u.Known {
+		return CUDACount{}
+	}
+	return CUDACount{Valid: true, SyncNs: c.SyncNs + uint64(u.Sync), Syncs: c.Syncs + uint32(u.Syncs),
+		Launches: c.Launches + uint32(u.Launches), Graphs: c.Graphs + uint32(u.Graphs)}
+}
+
 func (u CUDAUse) minus(v CUDAUse) CUDAUse {
 	if !u.Known || !v.Known {
 		return CUDAUse{}
@@ -52,8 +61,13 @@ func (u CUDAUse) add(v CUDAUse) CUDAUse {
 	return CUDAUse{Known: u.Known && v.Known, Sync: u.Sync + v.Sync, Syncs: u.Syncs + v.Syncs, Launches: u.Launches + v.Launches, Graphs: u.Graphs + v.Graphs}
 }
 
-// cudaAttrs is how many attributes AppendAttrs adds.
-const cudaAttrs = 4
+// attrs is how many attributes AppendAttrs adds.
+func (u CUDAUse) attrs() int {
+	if u.Known {
+		return 4
+	}
+	return 0
+}
 
 // AppendAttrs adds the four specprobe.cuda.* attributes when u is known.
 func (u CUDAUse) AppendAttrs(kvs []attribute.KeyValue) []attribute.KeyValue {
@@ -102,5 +116,5 @@ func outsideStages(calls []Call) CUDAUse {
 		end = c.End
 		inside = inside.add(c.CUDA)
 	}
-	return last.cudaTo.Since(first.cudaFrom).minus(inside)
+	return last.cudaFrom.plus(last.CUDA).Since(first.cudaFrom).minus(inside)
 }

@@ -118,9 +118,9 @@ func (o *OTelSink) Step(s Step) {
 	// The step's spans and their own attributes, carved out of chunks.
 	spans := o.newSpans(1 + len(s.Calls))
 	var gpu [][]attribute.KeyValue
-	n := 1 + cudaAttrs
+	n := 1 + s.CUDA.attrs()
 	for i, c := range s.Calls {
-		n += 1 + 2*len(c.Values) + cudaAttrs
+		n += 1 + 2*len(c.Values) + c.CUDA.attrs()
 		if o.StageAttrs != nil {
 			if gpu == nil {
 				gpu = make([][]attribute.KeyValue, len(s.Calls))
