@@ -58,13 +58,35 @@ struct event {
 	u32 site;
 	u8 kind;   // KIND_ENTRY, KIND_EXIT
 	u8 failed; // bit i: value i could not be read
-	u16 dropped; // events of this thread lost just before this one (saturates)
+	u8 ext;     // EXT_CUDA: the thread's CUDA counters follow (event_cuda)
+	u8 dropped; // events of this thread lost just before this one (at most 255 a record: the rest rides on its next)
 	u64 values[MAX_VALUES];
 };
 
 // The record of a site that reads a string.
 struct event_str {
 	struct event ev;
+	char str[STR_LEN];
+};
+
+// A thread's CUDA counters as a stage boundary saw them (cuda.h): the
+// span builder takes a stage's use as the difference of its two.
+struct cuda_snap {
+	u64 sync_ns;  // time blocked in synchronizing calls that have returned
+	u32 syncs;    // synchronizing calls that have returned
+	u32 launches; // kernel launches
+	u32 graphs;   // graph launches
+	u32 pad;
+};
+
+#define EXT_CUDA 1
+
+// A native stage's record while CUDA probes are armed: the event, the
+// counters, then the string's room for a site that reads one (the record
+// ends at str for one that does not).
+struct event_cuda {
+	struct event ev;
+	struct cuda_snap cuda;
 	char str[STR_LEN];
 };
 
@@ -76,6 +98,7 @@ struct event_str {
 #define W_FRAMES 4
 #define W_PAYLOAD 8
 #define W_DROPPED 16 // events of this thread were lost just before this hit
+#define W_CUDA 32
 
 struct watch_event {
 	u64 boot_ns;
@@ -94,6 +117,7 @@ struct watch_event {
 	u16 seq;  // records before this one for the same trap
 	u8 last;  // no continuation follows
 	u8 pyerr_at; // where the reader gave up (pyread.h's fail detail), for messages
+	struct cuda_snap cuda; // with W_CUDA: the thread's CUDA counters
 };
 
 // Index: site*2 + (0 entry, 1 exit).
@@ -140,6 +164,7 @@ const struct event *unused_event __attribute__((unused));
 const struct event_str *unused_event_str __attribute__((unused));
 const struct watch_event *unused_watch_event __attribute__((unused));
 const struct site_config *unused_config __attribute__((unused));
+const struct event_cuda *unused_event_cuda __attribute__((unused));
 
 // The argument registers and rax, copied out of ctx once: the verifier refuses
 // a ctx access at an offset computed from the site's configuration.
@@ -229,8 +254,11 @@ static __always_inline void count_drop(void)
 		__sync_fetch_and_add(p, 1);
 }
 
-// take_drops returns, and forgets, the events of this thread lost since its last record.
-static __always_inline u32 take_drops(void)
+// take_drops returns, and forgets, the events of this thread lost since
+// its last record, at most max of them: the rest stay for its next record
+// (a thread's entry is only ever changed from that thread, so no other CPU
+// races the update).
+static __always_inline u32 take_drops(u32 max)
 {
 	u32 zero = 0;
 	u64 *p = bpf_map_lookup_elem(&drops_pending, &zero);
@@ -241,6 +269,10 @@ static __always_inline u32 take_drops(void)
 	if (!t)
 		return 0;
 	u32 n = *t;
+	if (n > max) {
+		*t = n - max;
+		return max;
+	}
 	if (!bpf_map_delete_elem(&thread_drops, &tid))
 		__sync_fetch_and_add(p, -1);
 	return n;
@@ -282,6 +314,8 @@ static __always_inline u64 native_wakeup(u64 size)
 	return (before ^ after) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+#include "cuda.h"
+
 // fill writes the record of one boundary; str is the string's room, or NULL.
 static __always_inline void fill(struct pt_regs *ctx, struct site_config *cfg, struct event *e, char *str, u32 site, u8 kind)
 {
@@ -292,8 +326,8 @@ static __always_inline void fill(struct pt_regs *ctx, struct site_config *cfg, s
 	e->site = site;
 	e->kind = kind;
 	e->failed = 0;
-	u32 lost = take_drops();
-	e->dropped = lost > 0xffff ? 0xffff : lost;
+	e->dropped = take_drops(0xff);
+	e->ext = 0;
 	struct regs regs;
 	load_regs(ctx, &regs);
 	for (int i = 0; i < MAX_VALUES; i++) {
@@ -303,6 +337,45 @@ static __always_inline void fill(struct pt_regs *ctx, struct site_config *cfg, s
 		if (read_value(&regs, &cfg->values[i], e, str, i))
 			e->failed |= 1 << i;
 	}
+}
+
+// cuda_submit adds the thread's CUDA counters to a record and sends it.
+static __always_inline void cuda_submit(struct event_cuda *e, u64 size)
+{
+	if (cuda_snapshot(e->ev.tid, &e->cuda))
+		e->ev.ext = EXT_CUDA;
+	else
+		__builtin_memset(&e->cuda, 0, sizeof(e->cuda));
+	bpf_ringbuf_submit(e, native_wakeup(size));
+}
+
+// emit_cuda sends the record of one boundary with the thread's CUDA
+// counters after it: the whole event_cuda for a site that reads a string,
+// else the record up to the string's room. Two reservations of constant
+// size, each filled in its own branch: the verifier keeps their bounds apart.
+static __always_inline int emit_cuda(struct pt_regs *ctx, struct site_config *cfg, u32 site, u8 kind)
+{
+	const u64 short_size = __builtin_offsetof(struct event_cuda, str);
+	struct event_cuda *e;
+	if (cfg->str) {
+		e = bpf_ringbuf_reserve(&events, sizeof(struct event_cuda), 0);
+		if (!e) {
+			count_drop();
+			return 0;
+		}
+		e->str[0] = 0;
+		fill(ctx, cfg, &e->ev, e->str, site, kind);
+		cuda_submit(e, sizeof(struct event_cuda));
+		return 0;
+	}
+	e = bpf_ringbuf_reserve(&events, short_size, 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	fill(ctx, cfg, &e->ev, 0, site, kind);
+	cuda_submit(e, short_size);
+	return 0;
 }
 
 // emit sends one record: reserved in the ring and written in place (one
@@ -315,6 +388,8 @@ static __always_inline int emit(struct pt_regs *ctx, u8 kind)
 	struct site_config *cfg = bpf_map_lookup_elem(&sites, &key);
 	if (!cfg || bench_omit & OMIT_RING)
 		return 0;
+	if (cuda_on)
+		return emit_cuda(ctx, cfg, site, kind);
 	if (cfg->str) {
 		struct event_str *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
@@ -511,6 +586,10 @@ static __always_inline void watch_header(struct watch_event *e, struct watch *w,
 	e->seq = 0;
 	e->last = 1;
 	e->pyerr_at = 0;
+	if (cuda_on && cuda_snapshot(e->tid, &e->cuda))
+		e->flags |= W_CUDA;
+	else
+		__builtin_memset(&e->cuda, 0, sizeof(e->cuda));
 }
 
 // watch_read reads, at a pop, the site's fields into the payload and sends
@@ -569,7 +648,7 @@ int watch_hit(struct watch_ctx *ctx)
 	u64 ts = thread_state((u32)id);
 	int frames = frames_running(ts, addr, now < last);
 	u8 why = 0, at = 0;
-	u8 lost = take_drops() ? W_DROPPED : 0;
+	u8 lost = take_drops(0xffffffff) ? W_DROPPED : 0;
 	if (now < last && now > 0 && watch_read(ctx, w, addr, id, lost, frames, &why, &at))
 		return 0;
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);

@@ -13,6 +13,23 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type StageCudaSnap struct {
+	_        structs.HostLayout
+	SyncNs   uint64
+	Syncs    uint32
+	Launches uint32
+	Graphs   uint32
+	Pad      uint32
+}
+
+type StageCudaThread struct {
+	_     structs.HostLayout
+	C     StageCudaSnap
+	Since uint64
+	Depth uint32
+	Pad   uint32
+}
+
 type StageEvent struct {
 	_       structs.HostLayout
 	BootNs  uint64
@@ -21,8 +38,16 @@ type StageEvent struct {
 	Site    uint32
 	Kind    uint8
 	Failed  uint8
-	Dropped uint16
+	Ext     uint8
+	Dropped uint8
 	Values  [4]uint64
+}
+
+type StageEventCuda struct {
+	_    structs.HostLayout
+	Ev   StageEvent
+	Cuda StageCudaSnap
+	Str  [32]int8
 }
 
 type StageEventStr struct {
@@ -251,41 +276,51 @@ type StageWatchEvent struct {
 	Seq     uint16
 	Last    uint8
 	PyerrAt uint8
+	Cuda    StageCudaSnap
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	StageMapDrops            = "drops"
-	StageMapDropsPending     = "drops_pending"
-	StageMapEvents           = "events"
-	StageMapExcSlots         = "exc_slots"
-	StageMapPyframes         = "pyframes"
-	StageMapPylayouts        = "pylayouts"
-	StageMapPyprogs          = "pyprogs"
-	StageMapPyscratches      = "pyscratches"
-	StageMapQueued           = "queued"
-	StageMapSites            = "sites"
-	StageMapThreadDrops      = "thread_drops"
-	StageMapTstates          = "tstates"
-	StageMapWatches          = "watches"
-	StageProgBare            = "bare"
-	StageProgBareMulti       = "bare_multi"
-	StageProgStageEntry      = "stage_entry"
-	StageProgStageEntryMulti = "stage_entry_multi"
-	StageProgStageExit       = "stage_exit"
-	StageProgStageExitMulti  = "stage_exit_multi"
-	StageProgWatchBare       = "watch_bare"
-	StageProgWatchHit        = "watch_hit"
-	StageVarBenchOmit        = "bench_omit"
-	StageVarUnusedConfig     = "unused_config"
-	StageVarUnusedEvent      = "unused_event"
-	StageVarUnusedEventStr   = "unused_event_str"
-	StageVarUnusedPylayout   = "unused_pylayout"
-	StageVarUnusedPyprog     = "unused_pyprog"
-	StageVarUnusedWatchEvent = "unused_watch_event"
-	StageVarWakeupBytes      = "wakeup_bytes"
+	StageMapCudaThreads         = "cuda_threads"
+	StageMapDrops               = "drops"
+	StageMapDropsPending        = "drops_pending"
+	StageMapEvents              = "events"
+	StageMapExcSlots            = "exc_slots"
+	StageMapPyframes            = "pyframes"
+	StageMapPylayouts           = "pylayouts"
+	StageMapPyprogs             = "pyprogs"
+	StageMapPyscratches         = "pyscratches"
+	StageMapQueued              = "queued"
+	StageMapSites               = "sites"
+	StageMapThreadDrops         = "thread_drops"
+	StageMapTstates             = "tstates"
+	StageMapWatches             = "watches"
+	StageProgBare               = "bare"
+	StageProgBareMulti          = "bare_multi"
+	StageProgCudaLaunch         = "cuda_launch"
+	StageProgCudaLaunchMulti    = "cuda_launch_multi"
+	StageProgCudaSyncEntry      = "cuda_sync_entry"
+	StageProgCudaSyncEntryMulti = "cuda_sync_entry_multi"
+	StageProgCudaSyncExit       = "cuda_sync_exit"
+	StageProgCudaSyncExitMulti  = "cuda_sync_exit_multi"
+	StageProgStageEntry         = "stage_entry"
+	StageProgStageEntryMulti    = "stage_entry_multi"
+	StageProgStageExit          = "stage_exit"
+	StageProgStageExitMulti     = "stage_exit_multi"
+	StageProgWatchBare          = "watch_bare"
+	StageProgWatchHit           = "watch_hit"
+	StageVarBenchOmit           = "bench_omit"
+	StageVarCudaOn              = "cuda_on"
+	StageVarUnusedConfig        = "unused_config"
+	StageVarUnusedEvent         = "unused_event"
+	StageVarUnusedEventCuda     = "unused_event_cuda"
+	StageVarUnusedEventStr      = "unused_event_str"
+	StageVarUnusedPylayout      = "unused_pylayout"
+	StageVarUnusedPyprog        = "unused_pyprog"
+	StageVarUnusedWatchEvent    = "unused_watch_event"
+	StageVarWakeupBytes         = "wakeup_bytes"
 )
 
 // LoadStage returns the embedded CollectionSpec for Stage.
@@ -330,20 +365,27 @@ type StageSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageProgramSpecs struct {
-	Bare            *ebpf.ProgramSpec `ebpf:"bare"`
-	BareMulti       *ebpf.ProgramSpec `ebpf:"bare_multi"`
-	StageEntry      *ebpf.ProgramSpec `ebpf:"stage_entry"`
-	StageEntryMulti *ebpf.ProgramSpec `ebpf:"stage_entry_multi"`
-	StageExit       *ebpf.ProgramSpec `ebpf:"stage_exit"`
-	StageExitMulti  *ebpf.ProgramSpec `ebpf:"stage_exit_multi"`
-	WatchBare       *ebpf.ProgramSpec `ebpf:"watch_bare"`
-	WatchHit        *ebpf.ProgramSpec `ebpf:"watch_hit"`
+	Bare               *ebpf.ProgramSpec `ebpf:"bare"`
+	BareMulti          *ebpf.ProgramSpec `ebpf:"bare_multi"`
+	CudaLaunch         *ebpf.ProgramSpec `ebpf:"cuda_launch"`
+	CudaLaunchMulti    *ebpf.ProgramSpec `ebpf:"cuda_launch_multi"`
+	CudaSyncEntry      *ebpf.ProgramSpec `ebpf:"cuda_sync_entry"`
+	CudaSyncEntryMulti *ebpf.ProgramSpec `ebpf:"cuda_sync_entry_multi"`
+	CudaSyncExit       *ebpf.ProgramSpec `ebpf:"cuda_sync_exit"`
+	CudaSyncExitMulti  *ebpf.ProgramSpec `ebpf:"cuda_sync_exit_multi"`
+	StageEntry         *ebpf.ProgramSpec `ebpf:"stage_entry"`
+	StageEntryMulti    *ebpf.ProgramSpec `ebpf:"stage_entry_multi"`
+	StageExit          *ebpf.ProgramSpec `ebpf:"stage_exit"`
+	StageExitMulti     *ebpf.ProgramSpec `ebpf:"stage_exit_multi"`
+	WatchBare          *ebpf.ProgramSpec `ebpf:"watch_bare"`
+	WatchHit           *ebpf.ProgramSpec `ebpf:"watch_hit"`
 }
 
 // StageMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageMapSpecs struct {
+	CudaThreads  *ebpf.MapSpec `ebpf:"cuda_threads"`
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	DropsPending *ebpf.MapSpec `ebpf:"drops_pending"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
@@ -364,8 +406,10 @@ type StageMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageVariableSpecs struct {
 	BenchOmit        *ebpf.VariableSpec `ebpf:"bench_omit"`
+	CudaOn           *ebpf.VariableSpec `ebpf:"cuda_on"`
 	UnusedConfig     *ebpf.VariableSpec `ebpf:"unused_config"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventCuda  *ebpf.VariableSpec `ebpf:"unused_event_cuda"`
 	UnusedEventStr   *ebpf.VariableSpec `ebpf:"unused_event_str"`
 	UnusedPylayout   *ebpf.VariableSpec `ebpf:"unused_pylayout"`
 	UnusedPyprog     *ebpf.VariableSpec `ebpf:"unused_pyprog"`
@@ -393,6 +437,7 @@ func (o *StageObjects) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageMaps struct {
+	CudaThreads  *ebpf.Map `ebpf:"cuda_threads"`
 	Drops        *ebpf.Map `ebpf:"drops"`
 	DropsPending *ebpf.Map `ebpf:"drops_pending"`
 	Events       *ebpf.Map `ebpf:"events"`
@@ -410,6 +455,7 @@ type StageMaps struct {
 
 func (m *StageMaps) Close() error {
 	return _StageClose(
+		m.CudaThreads,
 		m.Drops,
 		m.DropsPending,
 		m.Events,
@@ -431,8 +477,10 @@ func (m *StageMaps) Close() error {
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageVariables struct {
 	BenchOmit        *ebpf.Variable `ebpf:"bench_omit"`
+	CudaOn           *ebpf.Variable `ebpf:"cuda_on"`
 	UnusedConfig     *ebpf.Variable `ebpf:"unused_config"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventCuda  *ebpf.Variable `ebpf:"unused_event_cuda"`
 	UnusedEventStr   *ebpf.Variable `ebpf:"unused_event_str"`
 	UnusedPylayout   *ebpf.Variable `ebpf:"unused_pylayout"`
 	UnusedPyprog     *ebpf.Variable `ebpf:"unused_pyprog"`
@@ -444,20 +492,32 @@ type StageVariables struct {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StagePrograms struct {
-	Bare            *ebpf.Program `ebpf:"bare"`
-	BareMulti       *ebpf.Program `ebpf:"bare_multi"`
-	StageEntry      *ebpf.Program `ebpf:"stage_entry"`
-	StageEntryMulti *ebpf.Program `ebpf:"stage_entry_multi"`
-	StageExit       *ebpf.Program `ebpf:"stage_exit"`
-	StageExitMulti  *ebpf.Program `ebpf:"stage_exit_multi"`
-	WatchBare       *ebpf.Program `ebpf:"watch_bare"`
-	WatchHit        *ebpf.Program `ebpf:"watch_hit"`
+	Bare               *ebpf.Program `ebpf:"bare"`
+	BareMulti          *ebpf.Program `ebpf:"bare_multi"`
+	CudaLaunch         *ebpf.Program `ebpf:"cuda_launch"`
+	CudaLaunchMulti    *ebpf.Program `ebpf:"cuda_launch_multi"`
+	CudaSyncEntry      *ebpf.Program `ebpf:"cuda_sync_entry"`
+	CudaSyncEntryMulti *ebpf.Program `ebpf:"cuda_sync_entry_multi"`
+	CudaSyncExit       *ebpf.Program `ebpf:"cuda_sync_exit"`
+	CudaSyncExitMulti  *ebpf.Program `ebpf:"cuda_sync_exit_multi"`
+	StageEntry         *ebpf.Program `ebpf:"stage_entry"`
+	StageEntryMulti    *ebpf.Program `ebpf:"stage_entry_multi"`
+	StageExit          *ebpf.Program `ebpf:"stage_exit"`
+	StageExitMulti     *ebpf.Program `ebpf:"stage_exit_multi"`
+	WatchBare          *ebpf.Program `ebpf:"watch_bare"`
+	WatchHit           *ebpf.Program `ebpf:"watch_hit"`
 }
 
 func (p *StagePrograms) Close() error {
 	return _StageClose(
 		p.Bare,
 		p.BareMulti,
+		p.CudaLaunch,
+		p.CudaLaunchMulti,
+		p.CudaSyncEntry,
+		p.CudaSyncEntryMulti,
+		p.CudaSyncExit,
+		p.CudaSyncExitMulti,
 		p.StageEntry,
 		p.StageEntryMulti,
 		p.StageExit,

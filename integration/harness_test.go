@@ -120,6 +120,30 @@ func traceRun(t testing.TB, ctx context.Context, cfg tracer.Config, release func
 	return res, mem.GetSpans().Snapshots()
 }
 
+// runParked starts argv, waits for its "ready" line and traces it with
+// spec until it exits; SIGUSR1 sets it going once the probes are armed.
+func runParked(t *testing.T, spec *probes.Spec, env []string, argv ...string) (*tracer.Result, []sdktrace.ReadOnlySpan, string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("target not ready: %q", line)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var log strings.Builder
+	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, Log: &log},
+		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+	t.Log(log.String())
+	return res, spans, log.String()
+}
+
 // keepSpans stops the in-memory exporter from being reset at shutdown.
 type keepSpans struct{ *tracetest.InMemoryExporter }
 

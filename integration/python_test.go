@@ -2,10 +2,7 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -258,25 +255,12 @@ func TestStageReadsOwnCode(t *testing.T) {
 // it with spec until it exits.
 func traceScript(t *testing.T, spec *probes.Spec, py, script string, args ...string) (*tracer.Result, []sdktrace.ReadOnlySpan) {
 	t.Helper()
-	cmd := exec.Command(py, append([]string{filepath.Join(repoRoot(t), "integration", "testdata", script)}, args...)...)
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("target not ready: %q", line)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var log bytes.Buffer
-	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, Log: io.MultiWriter(testLog{t}, &log)},
-		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+	argv := append([]string{py, filepath.Join(repoRoot(t), "integration", "testdata", script)}, args...)
+	res, spans, log := runParked(t, spec, nil, argv...)
 	// The script exits normally: its interpreter freeing the stage's code on
 	// the way out is no error to report.
-	if res.TargetExited && strings.Contains(log.String(), "its code object was freed and the function is gone") {
-		t.Errorf("a normal exit reported as a lost function:\n%s", log.String())
+	if res.TargetExited && strings.Contains(log, "its code object was freed and the function is gone") {
+		t.Errorf("a normal exit reported as a lost function:\n%s", log)
 	}
 	return res, spans
 }

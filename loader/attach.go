@@ -26,6 +26,11 @@ type Options struct {
 	// BenchOmit leaves parts of the stage programs out (bpf/stage.c's
 	// OMIT_*), for bench/probecost's part-by-part costs only.
 	BenchOmit uint32
+	// CUDA, when set, arms the probes on the CUDA driver (FindCUDA), and
+	// every stage boundary's record carries the thread's counters;
+	// CUDALaunches counts kernel and graph launches too.
+	CUDA         *CUDATarget
+	CUDALaunches bool
 }
 
 // Session is a set of armed probes on one process.
@@ -86,6 +91,11 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
+	if opts.CUDA != nil {
+		if err := spec.Variables["cuda_on"].Set(uint32(1)); err != nil {
+			return nil, err
+		}
+	}
 	s := &Session{PID: pid, Targets: targets, hits: newWatchDecoder(nil), programs: map[uint32]*PyProgram{}}
 	s.py = newPyAssembler(func(site uint32) int {
 		if p := s.programs[site]; p != nil {
@@ -107,6 +117,12 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 	if err := s.arm(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if opts.CUDA != nil {
+		if err := s.armCUDA(opts.CUDA, opts.CUDALaunches); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.reader, err = ringbuf.NewReader(s.objs.Events)
 	if err != nil {

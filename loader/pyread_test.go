@@ -26,6 +26,7 @@ func TestRecordLayout(t *testing.T) {
 	for name, goType := range map[string]any{
 		"event": bpf.StageEvent{}, "event_str": bpf.StageEventStr{}, "watch_event": bpf.StageWatchEvent{}, "pyprog": bpf.StagePyprog{},
 		"pylayout": bpf.StagePylayout{}, "pyfield": bpf.StagePyfield{}, "watch": bpf.StageWatch{},
+		"event_cuda": bpf.StageEventCuda{}, "cuda_snap": bpf.StageCudaSnap{},
 	} {
 		var st *btf.Struct
 		if err := spec.Types.TypeByName(name, &st); err != nil {

@@ -120,8 +120,12 @@ func (s *Session) decode(raw []byte, ev *spanbuilder.Event) bool {
 	s.Stats.Events++
 	switch kind {
 	case kindEntry, kindExit:
-		r, str, ok := stageRecord(raw)
-		return ok && s.decodeStage(r, str, ev)
+		r, str, snap, ok := stageRecord(raw)
+		if !ok || !s.decodeStage(r, str, ev) {
+			return false
+		}
+		ev.CUDA = cudaCount(snap)
+		return true
 	case kindWatch, kindPyData:
 		w, payload, ok := watchRecord(raw)
 		return ok && s.decodeWatch(w, payload, ev)
@@ -209,6 +213,9 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 // watchEvent makes the event of a hit classified as an entry or exit.
 func (s *Session) watchEvent(w *bpf.StageWatchEvent, exit bool) spanbuilder.Event {
 	ev := spanbuilder.Event{BootNs: w.BootNs, PID: w.Pid, TID: w.Tid, Site: int(w.Site), Exit: exit}
+	if w.Flags&wCUDA != 0 {
+		ev.CUDA = cudaCount(&w.Cuda)
+	}
 	ev.Values[0] = spanbuilder.Value{Name: "ip", V: int64(w.Ip)}
 	ev.NValues = 1
 	// The thread's exception being raised, when its slot is known: set at a

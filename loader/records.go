@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/spanbuilder"
 )
 
 // Ring-buffer records, decoded with the types bpf2go generated from
@@ -45,9 +46,39 @@ func view[T any](raw []byte) (*T, bool) {
 	return (*T)(unsafe.Pointer(&raw[0])), true
 }
 
+// extCUDA is bpf/stage.c's EXT_CUDA: the thread's CUDA counters follow
+// the event (event_cuda).
+const extCUDA = 1
+
+// cudaRecordLen is the length of an event_cuda record whose site reads
+// no string: it ends where the string's room would begin.
+var cudaRecordLen = int(unsafe.Offsetof(bpf.StageEventCuda{}.Str))
+
 // stageRecord is a native stage's record and, for a site that reads a
-// string, the string's room after it (event_str), else nil.
-func stageRecord(raw []byte) (*bpf.StageEvent, []int8, bool) {
+// string, the string's room after it (event_str), else nil; and the
+// thread's CUDA counters when the record carries them.
+func stageRecord(raw []byte) (*bpf.StageEvent, []int8, *bpf.StageCudaSnap, bool) {
+	ev, ok := view[bpf.StageEvent](raw)
+	if ok && ev.Ext&extCUDA != 0 {
+		return cudaRecord(raw)
+	}
+	r, str, ok := plainRecord(raw)
+	return r, str, nil, ok
+}
+
+func cudaRecord(raw []byte) (*bpf.StageEvent, []int8, *bpf.StageCudaSnap, bool) {
+	if len(raw) >= int(unsafe.Sizeof(bpf.StageEventCuda{})) {
+		r, ok := view[bpf.StageEventCuda](raw)
+		return &r.Ev, r.Str[:], &r.Cuda, ok
+	}
+	ev, ok1 := view[bpf.StageEvent](raw)
+	snap, ok2 := view[bpf.StageCudaSnap](raw[min(cudaSnapOffset, len(raw)):min(cudaRecordLen, len(raw))])
+	return ev, nil, snap, ok1 && ok2 && len(raw) >= cudaRecordLen
+}
+
+var cudaSnapOffset = int(unsafe.Offsetof(bpf.StageEventCuda{}.Cuda))
+
+func plainRecord(raw []byte) (*bpf.StageEvent, []int8, bool) {
 	if len(raw) >= int(unsafe.Sizeof(bpf.StageEventStr{})) {
 		r, ok := view[bpf.StageEventStr](raw)
 		return &r.Ev, r.Str[:], ok
@@ -67,4 +98,12 @@ func watchRecord(raw []byte) (*bpf.StageWatchEvent, []byte, bool) {
 		return nil, nil, false
 	}
 	return w, raw[hdr : hdr+int(w.Len)], true
+}
+
+// cudaCount is a record's CUDA counters for the span builder; nil: none.
+func cudaCount(c *bpf.StageCudaSnap) spanbuilder.CUDACount {
+	if c == nil {
+		return spanbuilder.CUDACount{}
+	}
+	return spanbuilder.CUDACount{Valid: true, SyncNs: c.SyncNs, Syncs: c.Syncs, Launches: c.Launches, Graphs: c.Graphs}
 }

@@ -151,6 +151,7 @@ const (
 	wFrames       = 4
 	wPayload      = 8
 	wDropped      = 16 // events of the thread were lost just before this hit
+	wCUDA         = 32 // the thread's CUDA counters are in the record
 )
 
 // otherReference tells, from the frames of the function watch_hit counted

@@ -22,6 +22,10 @@ echo "== probe cost per hit on bench/callloop (entry + exit probes, uprobe_multi
 go build -o bin/probecost ./bench/probecost
 pinned ./bin/probecost -target bench/callloop -calls 50000 -rounds 7
 echo
+echo "== CUDA driver probes: cost per launch and per sync on a stand-in libcuda (bench/cudacost)"
+go build -o bin/cudacost ./bench/cudacost
+pinned ./bin/cudacost -calls 20000 -rounds 7
+echo
 echo "== span builder throughput (one core)"
 GOMAXPROCS=1 go test -run '^$' -bench 'BenchmarkBuilder' -benchtime 2s -cpu 1 ./spanbuilder
 echo
@@ -48,6 +52,7 @@ echo
 echo "== summary: the measures of issue 14, from this run"
 awk '
 /^specprobe \/ empty program, after endbr64:/ { print "native probe cost per hit / empty BPF program:", $NF }
+/^CUDA probe cost per launch:/ { print }
 /^BenchmarkBuilder(OTel|OTLP)?[ \t-]/ { for (i = 1; i < NF; i++) if ($(i+1) == "events/s") printf "%s: %.2f M events/s\n", $1, $i / 1e6 }
 /^-- [0-9]+ / { targets = $2 " targets" }
 /^-- spans to / { sink = $4; sub(/,$/, "", sink) }

@@ -55,6 +55,8 @@ type Event struct {
 	// Dropped is how many events of this thread the kernel lost (ring
 	// buffer full) just before this one: the thread's open calls are cut.
 	Dropped uint32
+	// CUDA is the thread's CUDA driver counters at this boundary.
+	CUDA CUDACount
 }
 
 // Call is one finished (or abandoned) stage call.
@@ -68,9 +70,12 @@ type Call struct {
 	Err        string
 	// Cut says why a call was closed without its exit (CutExitMissed,
 	// CutDropped); "" for a call whose exit was seen.
-	Cut      string
+	Cut string
+	// CUDA is what the thread did in the CUDA driver during the call.
+	CUDA     CUDAUse
 	batch    bool
 	requests []string
+	cudaFrom CUDACount // the thread's counters at the call's entry
 }
 
 // Step is what one request went through in one decode step of one thread.
@@ -79,6 +84,9 @@ type Step struct {
 	PID, TID   uint32
 	Start, End time.Time
 	Calls      []Call // draft, verify, draft_extend, in time order; accept values are on the verify
+	// CUDA is what the thread did in the CUDA driver during its step outside
+	// every stage (outsideStages).
+	CUDA CUDAUse
 }
 
 // Sink receives finished steps, in order per thread.
@@ -133,6 +141,7 @@ type openCall struct {
 	requestID string
 	values    []Value
 	requests  []string
+	cuda      CUDACount
 }
 
 type thread struct {
@@ -197,7 +206,7 @@ func (b *Builder) Add(e *Event) {
 			// next step.
 			b.splitStep(e.TID, t)
 		}
-		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests})
+		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests, cuda: e.CUDA})
 		return
 	}
 	if e.Depth > 0 {
@@ -227,23 +236,29 @@ func (b *Builder) Add(e *Event) {
 	if e.Requests != nil {
 		oc.requests = e.Requests
 	}
-	b.finish(e.TID, t, oc, e.BootNs, e.Err)
+	b.finish(e.TID, t, oc, e.BootNs, e.CUDA, e.Err)
 	if len(t.open) == 0 {
 		t.raised = e.Err != ""
 	}
 }
 
-func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, errMsg string) {
-	b.cut(tid, t, oc, end, "", errMsg)
+func (b *Builder) finish(tid uint32, t *thread, oc openCall, end uint64, cuda CUDACount, errMsg string) {
+	b.close(tid, t, oc, end, cuda, "", errMsg)
 }
 
-// cut finishes oc; why, when not "", says it was closed without its exit.
+// cut closes oc without its exit: why says what proved it over. What the
+// call did in the CUDA driver is not known without its exit's counters.
 func (b *Builder) cut(tid uint32, t *thread, oc openCall, end uint64, why, errMsg string) {
+	b.close(tid, t, oc, end, CUDACount{}, why, errMsg)
+}
+
+func (b *Builder) close(tid uint32, t *thread, oc openCall, end uint64, cuda CUDACount, why, errMsg string) {
 	site := b.sites[oc.site]
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
 		Start: b.clock.Wall(oc.start), End: b.clock.Wall(max(end, oc.start)), EndBoot: end,
 		RequestID: oc.requestID, Values: oc.values, Err: errMsg, Cut: why, batch: site.Batch, requests: oc.requests,
+		CUDA: cuda.Since(oc.cuda), cudaFrom: oc.cuda,
 	}
 	b.Stats.observe(&c)
 	t.step = append(t.step, c)
@@ -282,8 +297,11 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 	}
 	b.Stats.Steps++
 	sent := false
+	outside := outsideStages(calls)
+	b.Stats.addCUDA(OutsideStages, outside)
 	for _, rid := range rids {
 		if st := b.stepFor(rid, t.pid, tid, calls); len(st.Calls) > 0 {
+			st.CUDA = outside
 			b.sink.Step(st)
 			sent = true
 		}
@@ -360,7 +378,7 @@ func (b *Builder) ThreadGone(tid uint32, at uint64, why string) {
 		return
 	}
 	for j := len(t.open) - 1; j >= 0; j-- {
-		b.finish(tid, t, t.open[j], at, why)
+		b.finish(tid, t, t.open[j], at, CUDACount{}, why)
 	}
 	t.open = nil
 	b.flushStep(tid, t)

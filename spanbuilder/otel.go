@@ -118,9 +118,9 @@ func (o *OTelSink) Step(s Step) {
 	// The step's spans and their own attributes, carved out of chunks.
 	spans := o.newSpans(1 + len(s.Calls))
 	var gpu [][]attribute.KeyValue
-	n := 1
+	n := 1 + s.CUDA.attrs()
 	for i, c := range s.Calls {
-		n += 1 + 2*len(c.Values)
+		n += 1 + 2*len(c.Values) + c.CUDA.attrs()
 		if c.Cut != "" {
 			n++
 		}
@@ -136,8 +136,8 @@ func (o *OTelSink) Step(s Step) {
 	loop := &spans[0]
 	*loop = o.span(r.root.Trace, th.forward.ID, spanschema.DecodeLoop, s.Start)
 	loop.End, loop.Shared[0] = s.End.UnixNano(), th.shared
-	kvs = append(kvs, ct)
-	loop.Own = kvs[0:1:1]
+	kvs = s.CUDA.AppendAttrs(append(kvs, ct))
+	loop.Own = kvs[0:len(kvs):len(kvs)]
 	o.batch = append(o.batch[:0], loop)
 	for i, c := range s.Calls {
 		from := len(kvs)
@@ -149,6 +149,7 @@ func (o *OTelSink) Step(s Step) {
 		if c.Cut != "" {
 			kvs = append(kvs, spanschema.KeyCut.String(c.Cut))
 		}
+		kvs = c.CUDA.AppendAttrs(kvs)
 		if gpu != nil {
 			kvs = append(kvs, gpu[i]...)
 		}

@@ -25,8 +25,12 @@ type Stats struct {
 	Errors          uint64
 	Accepted        int64 // sum of num_correct_drafts
 	Verifies        uint64
-	drafted         map[string]int64 // sum of num_drafts, by stage
-	latency         map[string]*window
+	// CUDA sums what threads did in the CUDA driver, by stage, and outside
+	// the stages of their steps (under OutsideStages); empty without CUDA
+	// probes.
+	CUDA    map[string]CUDAUse
+	drafted map[string]int64 // sum of num_drafts, by stage
+	latency map[string]*window
 }
 
 // Drafted is the count of drafts the acceptance is over. A spec may read
@@ -59,6 +63,7 @@ func (s *Stats) observe(c *Call) {
 		s.drafted = map[string]int64{}
 	}
 	s.Calls[c.Stage]++
+	s.addCUDA(c.Stage, c.CUDA)
 	if c.Err != "" {
 		s.Errors++
 	}
@@ -91,6 +96,23 @@ func (s *Stats) observe(c *Call) {
 		w.d[w.next] = d
 		w.next = (w.next + 1) % windowSize
 	}
+}
+
+// OutsideStages is Stats.CUDA's key for what a step did outside its stages.
+const OutsideStages = "outside stages"
+
+func (s *Stats) addCUDA(key string, u CUDAUse) {
+	if !u.Known {
+		return
+	}
+	if s.CUDA == nil {
+		s.CUDA = map[string]CUDAUse{}
+	}
+	sum, ok := s.CUDA[key]
+	if !ok {
+		sum.Known = true
+	}
+	s.CUDA[key] = sum.add(u)
 }
 
 // Percentile returns the p-th percentile (0..100) of a stage's recent durations.

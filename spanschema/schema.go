@@ -116,6 +116,15 @@ const (
 	// (exit_missed, events_dropped). Its status is an error.
 	KeyCut = attribute.Key("specprobe.cut")
 
+	// What a thread did in the CUDA driver (libcuda) during a stage span, or
+	// on a decode_loop span outside its stages: seconds blocked in
+	// synchronizing calls (double), how many such calls, kernel launches and
+	// graph launches. Present only where the CUDA probes are armed.
+	KeyCUDASyncDuration = attribute.Key("specprobe.cuda.sync.duration")
+	KeyCUDASyncCount    = attribute.Key("specprobe.cuda.sync.count")
+	KeyCUDALaunches     = attribute.Key("specprobe.cuda.launches")
+	KeyCUDAGraphs       = attribute.Key("specprobe.cuda.graph_launches")
+
 	// The thread span's attributes, SGLang's names.
 	KeyHostID      = attribute.Key("host_id")
 	KeyPID         = attribute.Key("pid") // the thread's kernel id, as SGLang records it

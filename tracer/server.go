@@ -24,7 +24,8 @@ type procTrace struct {
 	targets []loader.Target
 	py      *pySession
 	sess    *loader.Session
-	base    int // its first site among the builder's
+	cuda    *loader.CUDATarget // nil: not probed
+	base    int                // its first site among the builder's
 }
 
 // placeStages finds the processes of the server of cfg.PID that run the

@@ -62,6 +62,9 @@ func (l *liveSummary) update(b *spanbuilder.Builder, events, drops uint64, procs
 	}
 	parts := []string{fmt.Sprintf("%.0f steps/s", rate)}
 	parts = append(parts, stageParts(&b.Stats, l.accepted)...)
+	if c := cudaLine(&b.Stats); c != "" {
+		parts = append(parts, c)
+	}
 	parts = append(parts, fmt.Sprintf("events %d", events), fmt.Sprintf("drops %d", drops+dropped))
 	if cols := l.gpu.LiveColumns(); cols != "" {
 		parts = append(parts, cols)
@@ -157,6 +160,9 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 		unnamed = fmt.Sprintf(", %d naming no request", st.UnattributedSteps)
 	}
 	fmt.Fprintf(w, "  steps %d (%.1f/s%s)  calls:%s\n  %s\n", st.Steps, float64(st.Steps)/r.Elapsed.Seconds(), unnamed, calls, stageLine(st, accepted))
+	if c := cudaLine(st); c != "" {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
 	fmt.Fprintf(w, "  events %d  kernel drops %d  unreadable values %d  calls with error %d  unattributed calls %d  unmatched exits %d\n",
 		r.Read.Events, r.Drops, r.Read.ReadFailed, st.Errors, st.UnattributedCalls, st.UnmatchedExits)
 	if l := cutLine(st); l != "" {

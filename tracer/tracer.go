@@ -81,6 +81,10 @@ type Config struct {
 	// CommandLine says whether the process's command line goes on the
 	// resource as process.command_line: off (the default), redacted, full.
 	CommandLine redact.Mode
+	// NoCUDA leaves the CUDA driver unprobed (no specprobe.cuda.*
+	// attributes); NoCUDALaunches probes its syncs only (tracer/cuda.go).
+	NoCUDA         bool
+	NoCUDALaunches bool
 }
 
 // DefaultFlushTimeout is FlushTimeout's default.
@@ -172,7 +176,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	for _, p := range procs {
-		if p.sess, err = loader.Attach(p.pid, p.targets, loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes}); err != nil {
+		p.cuda = findCUDA(cfg, p.pid)
+		opts := loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes, CUDA: p.cuda, CUDALaunches: !cfg.NoCUDALaunches}
+		if p.sess, err = loader.Attach(p.pid, p.targets, opts); err != nil {
 			abandon()
 			return nil, err
 		}
@@ -403,6 +409,7 @@ func (p *procTrace) describe(cfg Config) {
 		}
 	}
 	p.py.describe(cfg.Log)
+	describeCUDA(cfg.Log, p.cuda, !cfg.NoCUDALaunches)
 }
 
 // flush delivers what is left, spans of every exporter and the metrics at

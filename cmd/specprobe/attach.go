@@ -22,21 +22,23 @@ import (
 
 func attachCmd() *cobra.Command {
 	var (
-		pid       int
-		specFile  string
-		engine    string
-		exporters []string
-		output    string
-		duration  time.Duration
-		noSkip    bool
-		noMulti   bool
-		quiet     bool
-		idle      time.Duration
-		wait      time.Duration
-		flush     time.Duration
-		cmdline   string
-		anyRank   bool
-		gpuFl     *gpuFlags
+		pid          int
+		specFile     string
+		engine       string
+		exporters    []string
+		output       string
+		duration     time.Duration
+		noSkip       bool
+		noMulti      bool
+		quiet        bool
+		idle         time.Duration
+		wait         time.Duration
+		flush        time.Duration
+		noCUDA       bool
+		cudaLaunches bool
+		cmdline      string
+		anyRank      bool
+		gpuFl        *gpuFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "attach --pid PID [--engine NAME | --probes FILE] [--exporter NAME[=PATH]]...",
@@ -80,7 +82,13 @@ window it covers (specprobe.gpu.window.*) and only where that window can
 describe the span; gpu_window spans carry energy per step and per accepted
 token (--gpu-window); Perfetto gets GPU counter tracks; and with --metrics-exporter (or OTLP span export) the samples and the
 acceptance rate, accepted tokens per verify and energy per accepted token go
-out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.`,
+out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
+
+CUDA: where the process maps the CUDA driver (libcuda.so.1), its
+synchronizing calls and launches are probed too (--no-cuda to skip,
+--cuda-launches=false for the syncs only): each stage span gets the time its
+thread blocked on the GPU and the kernels and graphs it launched
+(specprobe.cuda.*), each decode_loop the same outside its stages.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pid == 0 {
 				return fmt.Errorf("--pid is required")
@@ -115,7 +123,7 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 			cfg := tracer.Config{
 				PID: pid, Spec: spec, SkipEndbr: !noSkip, NoMulti: noMulti, Duration: duration,
 				Exporters: exps, Log: os.Stderr, RequestIdle: idle, ImportWait: wait,
-				FlushTimeout: flush, CommandLine: cmdMode,
+				FlushTimeout: flush, CommandLine: cmdMode, NoCUDA: noCUDA, NoCUDALaunches: !cudaLaunches,
 			}
 			if err := gpuFl.apply(cmd.Context(), &cfg, exporters); err != nil {
 				return err
@@ -142,6 +150,8 @@ out as OTLP metrics. Without NVML or a GPU one line says so and tracing goes on.
 	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python: how long to wait for a server's worker module (to choose the catalog spec) and then for each stage's module to be imported")
 	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
 	f.BoolVar(&anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
+	f.BoolVar(&noCUDA, "no-cuda", false, "do not probe the CUDA driver (libcuda.so.1) for the time each stage blocked on the GPU and what it launched")
+	f.BoolVar(&cudaLaunches, "cuda-launches", true, "count kernel and graph launches in the CUDA driver (false: probe its syncs only)")
 	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
 	return cmd
 }
