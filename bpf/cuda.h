@@ -24,7 +24,7 @@ struct cuda_thread {
 // as counters that went back and reports no use for that stage.
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384); // as thread_drops; 1 where CUDA is off (loader/attach.go)
 	__type(key, u32);
 	__type(value, struct cuda_thread);
 } cuda_threads SEC(".maps");

@@ -219,7 +219,7 @@ func TestCUDANativeEngine(t *testing.T) {
 // TestCUDAPythonStage: the same for a Python stage (a watchpoint's
 // records carry the counters): each call's launches, graph and sync.
 func TestCUDAPythonStage(t *testing.T) {
-	needRoot(t)
+	needWatchpoints(t)
 	py := "/root/.pyenv/versions/3.12.1/bin/python3"
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)

@@ -71,7 +71,7 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
-	spec, err := bpf.LoadStage()
+	spec, err := stageSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +95,11 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 		if err := spec.Variables["cuda_on"].Set(uint32(1)); err != nil {
 			return nil, err
 		}
+	} else {
+		// An LRU hash is allocated whole at load, and charged to the
+		// daemon's memory cgroup: a target without CUDA gets one entry,
+		// not the 16384 threads' worth (~2 MiB) of one that has it.
+		spec.Maps["cuda_threads"].MaxEntries = 1
 	}
 	s := &Session{PID: pid, Targets: targets, hits: newWatchDecoder(nil), programs: map[uint32]*PyProgram{}}
 	s.py = newPyAssembler(func(site uint32) int {
