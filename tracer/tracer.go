@@ -4,7 +4,6 @@
 package tracer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
 	"github.com/specprobe/specprobe/spanrec"
-	"github.com/specprobe/specprobe/spanschema"
 	"github.com/specprobe/specprobe/specmetrics"
 )
 
@@ -138,253 +136,29 @@ type ExportStats struct {
 // Run traces until ctx is done, the duration passes or the target exits.
 // Where the spec puts stages in other processes of the target's server
 // (tracer/server.go), each process is traced at once and their events
-// make one set of spans.
+// make one set of spans. The steps are session's (tracer/session.go).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	procs, err := placeStages(cfg)
-	if err != nil {
+	s := &session{cfg: cfg}
+	defer s.closePython()
+	if err := s.load(); err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, p := range procs {
-			p.py.close()
-		}
-	}()
-	for _, p := range procs {
-		if p.targets, err = loader.Resolve(p.pid, p.spec, cfg.SkipEndbr); err != nil {
-			return nil, err
-		}
-		if p.py, err = preparePython(cfg, p.pid, p.spec); err != nil {
-			return nil, err
-		}
-	}
-	// The resource and the GPUs are those of the process making the spans.
-	cfg.PID = procs[0].pid
-	ranks := processRanks(cfg.PID, cfg.Spec)
-	exps, resource := pipeline(cfg, ranks)
-	// GPU state and metrics (tracer/gpu.go), before the probes: NVML's Init
-	// can take a second, which events would otherwise wait out in the kernel.
-	gpus := startGPU(cfg, ranks)
-	abandon := func() {
-		ctx, cancel := cfg.flushContext()
-		defer cancel()
-		gpus.stop(ctx, &spanbuilder.Stats{}, cfg)
-		for _, e := range exps {
-			_ = e.Shutdown(ctx)
-		}
-	}
-	for _, p := range procs {
-		p.cuda = findCUDA(cfg, p.pid)
-		opts := loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes, CUDA: p.cuda, CUDALaunches: !cfg.NoCUDALaunches}
-		if p.sess, err = loader.Attach(p.pid, p.targets, opts); err != nil {
-			abandon()
-			return nil, err
-		}
-		defer p.sess.Close()
-		if err := p.py.arm(p.sess); err != nil {
-			abandon()
-			return nil, err
-		}
-		p.describe(cfg)
+	s.startExport()
+	defer s.closeProbes()
+	if err := s.attach(); err != nil {
+		s.abandon()
+		return nil, err
 	}
 	if cfg.Attached != nil {
 		close(cfg.Attached)
 	}
-
-	sink := spanbuilder.NewOTelSink(func(spans []*spanrec.Span) {
-		for _, e := range exps {
-			e.Push(spans...)
-		}
-	}, resource, "github.com/specprobe/specprobe")
-	sink.Sampler = cfg.Sampler
-	if sm := cmp.Or(cfg.SpecMetrics, gpus.spec); sm != nil {
-		sink.OnStep = sm.Step
-	}
-	labels := map[uint32]*threadLabels{}
-	for _, p := range procs {
-		labels[uint32(p.pid)] = newThreadLabels(p.pid, cfg.Spec.Engine, processRanks(p.pid, cfg.Spec))
-	}
-	sink.Thread = func(pid, tid uint32) spanschema.Thread {
-		if l := labels[pid]; l != nil {
-			return l.thread(pid, tid)
-		}
-		return labels[uint32(procs[0].pid)].thread(pid, tid)
-	}
-	if cfg.RequestIdle > 0 {
-		sink.IdleAfter = cfg.RequestIdle
-	}
-	next, late, match := countMatching(procs, sink)
-	var sites []spanbuilder.Site
-	for _, p := range procs {
-		p.base = len(sites)
-		sites = append(sites, p.sess.Sites()...)
-	}
-	builder := spanbuilder.New(sites, spanbuilder.NewClock(), next)
-	// The first call whose values fail their spec's checks ends the trace:
-	// neither it nor anything after it reaches the builder.
-	// Holding the first events back (sanity.go) would put one process's
-	// events behind another's: only a session of one process holds them.
-	refusal := newRefusal()
-	refused := refusal.ch
-	checkers := make([]*checkedAdd, len(procs))
-	checked := func(i int, add func(*spanbuilder.Event)) func(*spanbuilder.Event) {
-		p := procs[i]
-		checkers[i] = newCheckedAdd(processValueChecks(p.pid, p.targets), add, refusal, len(procs) == 1)
-		return checkers[i].event
-	}
-	adds := make([]func(*spanbuilder.Event), len(procs))
-	var merge *spanbuilder.Merge[func()]
-	if len(procs) > 1 {
-		merge = spanbuilder.NewMerge(len(procs), func(_ int, f func()) { f() })
-		streams := map[uint32]uint32{} // thread: its process's DP group
-		if match != nil {
-			match.Stream = func(tid uint32) uint32 { return streams[tid] }
-		}
-		for i, p := range procs {
-			base, stream, add := p.base, p.stream, builder.Add
-			filter := p.py.filter(checked(i, func(e *spanbuilder.Event) { e.Site += base; add(e) }))
-			adds[i] = func(e *spanbuilder.Event) {
-				streams[e.TID] = stream
-				merge.Mark(i, marked(e.BootNs))
-				filter(e)
-			}
-		}
-	} else {
-		adds[0] = procs[0].py.filter(checked(0, builder.Add))
-	}
-	for i, p := range procs {
-		var c counter
-		switch {
-		case match == nil:
-		case merge != nil:
-			c = orderedCounts{src: i, merge: merge, match: match, late: late}
-		default:
-			c = directCounts{match}
-		}
-		p.py.start(p.sess, late, c)
-	}
-	live := newLiveSummary(cfg.Live)
-	accepted := stepCounts(cfg.Spec) && late == nil
-	live.accepted = accepted
-	gpus.attach(sink, live, exps)
-	start := time.Now()
-
-	stop := make(chan struct{})
-	runCtx := ctx
-	if cfg.Duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
-		defer cancel()
-	}
-	go func() {
-		select {
-		case <-runCtx.Done():
-		case <-refused:
-		}
-		close(stop)
-	}()
-
-	events := func() (n, drops uint64) {
-		for _, p := range procs {
-			n += p.sess.Stats.Events
-			drops += p.sess.Drops()
-		}
-		return n, drops
-	}
-	var lastTick time.Time
-	tick := func(i int) {
-		p := procs[i]
-		// A thread that died mid-stage sends no exit. Look for dead threads
-		// first, then drain, so an exit queued just before the death still pairs.
-		open := builder.OpenThreads(uint32(p.pid))
-		labels[uint32(p.pid)].see(open)
-		dead := deadThreads(p.pid, open)
-		p.sess.Drain(adds[i])
-		checkers[i].tick(time.Now())
-		if merge != nil {
-			merge.Mark(i, marked(spanbuilder.BootNow()))
-		}
-		for _, tid := range dead {
-			builder.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
-		}
-		builder.Expire(spanbuilder.BootNow())
-		// What is the session's, not a process's: once an interval.
-		if now := time.Now(); now.Sub(lastTick) >= 100*time.Millisecond || len(procs) == 1 {
-			lastTick = now
-			if late != nil {
-				late.Expire(now)
-			}
-			sink.Expire(now)
-			gpus.tick(sink, now)
-			n, drops := events()
-			live.update(builder, n, drops, exps)
-			gpus.observe(&builder.Stats)
-			if cfg.Progress != nil {
-				cfg.Progress(Progress{Events: n, Drops: drops, Export: exportStats(cfg, exps)})
-			}
-		}
-	}
-	var exitedPID int
-	var runErr error
-	if len(procs) == 1 {
-		var exited bool
-		exited, runErr = procs[0].sess.Run(stop, 100*time.Millisecond, adds[0], func() { tick(0) })
-		if exited {
-			exitedPID = procs[0].pid
-		}
-	} else {
-		exitedPID, runErr = runProcesses(procs, stop, 100*time.Millisecond, func(i int, e *spanbuilder.Event) { adds[i](e) }, tick)
-	}
-	for _, c := range checkers {
-		c.release()
-	}
-	checkErr := refusal.err
-
-	res := &Result{TargetExited: exitedPID != 0, Elapsed: time.Since(start)}
-	for _, p := range procs {
-		res.Read.Add(p.sess.Stats)
-	}
-	_, res.Drops = events()
-	// Detach before the slow part (export flushing): the target pays nothing from here on.
-	var closeErr error
-	for _, p := range procs {
-		closeErr = errors.Join(closeErr, p.sess.Close())
-	}
-	if merge != nil {
-		merge.Flush()
-	}
-	switch {
-	case checkErr != nil:
-		res.Reason = "values read did not pass their checks"
-		builder.Flush(spanbuilder.BootNow(), "tracing stopped: values read did not pass their checks")
-	case exitedPID != 0:
-		res.Reason = fmt.Sprintf("target PID %d exited", exitedPID)
-		builder.Flush(spanbuilder.BootNow(), "process exited during the stage")
-	case cfg.Duration > 0 && ctx.Err() == nil:
-		res.Reason = fmt.Sprintf("duration %s elapsed", cfg.Duration)
-		builder.Flush(spanbuilder.BootNow(), "tracing stopped before the stage returned")
-	default:
-		res.Reason = "interrupted"
-		builder.Flush(spanbuilder.BootNow(), "tracing stopped before the stage returned")
-	}
-	if late != nil {
-		late.CloseAll()
-	}
-	gpus.tick(sink, time.Now().Add(time.Minute)) // every closed window, the counters so far
-	sink.Close()
-	live.clear()
-	res.Python = pyStats(procs, late)
-	var shutErr error
-	res.GPU, shutErr = flush(cfg, exps, gpus, &builder.Stats)
-	res.Stats = builder.Stats
-	res.Export = exportStats(cfg, exps)
-	if cfg.Progress != nil {
-		cfg.Progress(Progress{Events: res.Read.Events, Drops: res.Drops, Export: res.Export})
-	}
-	printSummary(cfg.Log, res, accepted)
-	return res, errors.Join(checkErr, runErr, closeErr, shutErr, fileErrors(cfg, res.Export))
+	s.buildSink()
+	s.wire()
+	exitedPID, runErr := s.run(ctx)
+	return s.finish(ctx, exitedPID, runErr)
 }
 
 // describe says what was armed in the process.
