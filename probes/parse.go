@@ -200,7 +200,7 @@ func (p *parser) int(n *yaml.Node, what string) int64 {
 }
 
 func (p *parser) spec(n *yaml.Node) *Spec {
-	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields")
+	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields", "thread_label")
 	s := &Spec{Stages: map[string]*Stage{}}
 	if e, ok := f["engine"]; ok {
 		s.Engine = p.str(e, "engine")
@@ -217,6 +217,9 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 		if err := b.Decode(&s.SameBatch); err != nil {
 			p.fail(b, "same_batch: want true or false")
 		}
+	}
+	if l, ok := f["thread_label"]; ok {
+		s.ThreadLabel = p.str(l, "thread_label")
 	}
 	if m, ok := f["match"]; ok {
 		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority", "ranks")

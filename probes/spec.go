@@ -33,8 +33,13 @@ type Spec struct {
 	// call whose requests could not be read serves those another call of
 	// its step read. Not vLLM: its step's draft is for the next batch.
 	SameBatch bool
-	Match     Match
-	Stages    map[string]*Stage
+	// ThreadLabel, when set, labels every traced thread's span with it,
+	// as SGLang's tracing labels its scheduler thread "Scheduler"; such a
+	// thread span always names a TP rank (0 where the title gives none).
+	// Empty: each thread is labelled with its own name.
+	ThreadLabel string
+	Match       Match
+	Stages      map[string]*Stage
 	// Fields, for a native spec whose derefs name struct fields: where
 	// their offsets come from (fields.go).
 	Fields *Fields

@@ -10,13 +10,13 @@ import (
 	"github.com/specprobe/specprobe/spanschema"
 )
 
-// threadLabels describes the threads of one process for their spans the
-// way SGLang's tracing does: SGLang labels its scheduler thread "Scheduler"
-// and gives it the tensor-parallel rank (and the data-parallel one when
-// there is one); other engines' threads are labelled with their own name.
+// threadLabels describes the threads of one process for their spans: with
+// the spec's thread_label, as SGLang's tracing does (it labels its
+// scheduler thread "Scheduler" and gives it the tensor-parallel rank, and
+// the data-parallel one when there is one); without, by their own names.
 type threadLabels struct {
 	pid        int
-	sglang     bool
+	fixed      string // the spec's thread_label
 	host       string
 	tp, pp, dp int
 	names      map[uint32]string // thread names read so far
@@ -24,10 +24,10 @@ type threadLabels struct {
 
 // newThreadLabels describes pid's threads; ranks are the process's, as its
 // spec reads them from its title (probes.Match.RanksOf).
-func newThreadLabels(pid int, engine string, ranks []probes.RankValue) *threadLabels {
-	t := &threadLabels{pid: pid, sglang: strings.HasPrefix(engine, "sglang"), host: machineID(pid),
+func newThreadLabels(pid int, spec *probes.Spec, ranks []probes.RankValue) *threadLabels {
+	t := &threadLabels{pid: pid, fixed: spec.ThreadLabel, host: machineID(pid),
 		tp: spanschema.NoRank, pp: spanschema.NoRank, dp: spanschema.NoRank, names: map[uint32]string{}}
-	if t.sglang {
+	if t.fixed != "" {
 		t.tp = 0 // SGLang's thread span always names a TP rank
 	}
 	for _, r := range ranks {
@@ -47,7 +47,7 @@ func newThreadLabels(pid int, engine string, ranks []probes.RankValue) *threadLa
 // spans are made when the step ends, which for a thread's last step may be
 // after the thread has gone.
 func (t *threadLabels) see(tids []uint32) {
-	if t.sglang {
+	if t.fixed != "" {
 		return
 	}
 	for _, tid := range tids {
@@ -60,8 +60,8 @@ func (t *threadLabels) see(tids []uint32) {
 // thread is the spanbuilder.OTelSink's Thread.
 func (t *threadLabels) thread(pid, tid uint32) spanschema.Thread {
 	th := spanschema.Thread{HostID: t.host, TID: int(tid), TP: t.tp, PP: t.pp, DP: t.dp}
-	if t.sglang {
-		th.Label = "Scheduler"
+	if t.fixed != "" {
+		th.Label = t.fixed
 		return th
 	}
 	t.see([]uint32{tid})

@@ -33,7 +33,7 @@ func TestThreadRanks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		th := newThreadLabels(os.Getpid(), c.engine, ranks).thread(1, 2)
+		th := newThreadLabels(os.Getpid(), spec, ranks).thread(1, 2)
 		if th.TP != c.tp || th.PP != c.pp || th.DP != c.dp {
 			t.Errorf("%s %q: TP %d PP %d DP %d, want %d %d %d", c.engine, c.title, th.TP, th.PP, th.DP, c.tp, c.pp, c.dp)
 		}
@@ -70,13 +70,13 @@ func TestMachineID(t *testing.T) {
 
 func TestThreadLabels(t *testing.T) {
 	pid := os.Getpid()
-	th := newThreadLabels(pid, "sglang-ngram", nil).thread(uint32(pid), 77)
+	th := newThreadLabels(pid, lookup(t, "sglang-ngram"), nil).thread(uint32(pid), 77)
 	if th.Label != "Scheduler" || th.TID != 77 || th.TP != 0 || th.DP != spanschema.NoRank || th.PP != spanschema.NoRank || th.HostID == "" {
 		t.Errorf("SGLang thread: %+v", th)
 	}
 	// Another engine's thread is labelled with its name, read while it
 	// runs and kept for when its last spans are made after it is gone.
-	l := newThreadLabels(pid, "llamacpp", nil)
+	l := newThreadLabels(pid, lookup(t, "llamacpp"), nil)
 	l.see([]uint32{uint32(pid)})
 	if got := l.names[uint32(pid)]; got == "" || strings.HasPrefix(got, "thread ") {
 		t.Fatalf("see read %q for this process's main thread", got)
@@ -88,5 +88,36 @@ func TestThreadLabels(t *testing.T) {
 	}
 	if th := l.thread(uint32(pid), 1<<30); th.Label != "thread 1073741824" {
 		t.Errorf("a thread never seen alive: %+v", th)
+	}
+}
+
+func lookup(t *testing.T, engine string) *probes.Spec {
+	t.Helper()
+	spec, err := probes.Lookup(engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// Every SGLang spec of the catalog labels its threads as SGLang does, and
+// no other engine's does: the label comes from the spec, not its name.
+func TestCatalogThreadLabels(t *testing.T) {
+	specs, err := probes.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range specs {
+		want := ""
+		if strings.HasPrefix(spec.Engine, "sglang") {
+			want = "Scheduler"
+		}
+		if spec.ThreadLabel != want {
+			t.Errorf("%s: thread_label %q, want %q", spec.Engine, spec.ThreadLabel, want)
+		}
+	}
+	custom := &probes.Spec{Engine: "sglang-lookalike"}
+	if th := newThreadLabels(os.Getpid(), custom, nil).thread(1, uint32(os.Getpid())); th.Label == "Scheduler" || th.TP != spanschema.NoRank {
+		t.Errorf("a spec without thread_label named like SGLang got SGLang's label: %+v", th)
 	}
 }
