@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/specprobe/specprobe/daemon"
 	"github.com/specprobe/specprobe/discover"
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/internal/procfs"
@@ -20,26 +22,30 @@ import (
 	"github.com/specprobe/specprobe/tracer"
 )
 
+// attachOpts are attach's flags.
+type attachOpts struct {
+	pid          int
+	specFile     string
+	engine       string
+	exporters    []string
+	output       string
+	duration     time.Duration
+	noSkip       bool
+	noMulti      bool
+	quiet        bool
+	idle         time.Duration
+	wait         time.Duration
+	flush        time.Duration
+	noCUDA       bool
+	cudaLaunches bool
+	cmdline      string
+	anyRank      bool
+	queueMemory  string
+	gpu          *gpuFlags
+}
+
 func attachCmd() *cobra.Command {
-	var (
-		pid          int
-		specFile     string
-		engine       string
-		exporters    []string
-		output       string
-		duration     time.Duration
-		noSkip       bool
-		noMulti      bool
-		quiet        bool
-		idle         time.Duration
-		wait         time.Duration
-		flush        time.Duration
-		noCUDA       bool
-		cudaLaunches bool
-		cmdline      string
-		anyRank      bool
-		gpuFl        *gpuFlags
-	)
+	o := &attachOpts{}
 	cmd := &cobra.Command{
 		Use:   "attach --pid PID [--engine NAME | --probes FILE] [--exporter NAME[=PATH]]...",
 		Short: "Trace a running process until Ctrl-C, --duration or its exit",
@@ -47,7 +53,103 @@ func attachCmd() *cobra.Command {
   sudo specprobe attach --pid 4242 --engine llamacpp --exporter otlp-file --output spans.jsonl --duration 30s
   sudo specprobe attach --pid 4242 --probes myengine.yaml --exporter perfetto --output trace.json
   sudo specprobe attach --pid 4242 --exporter otlp-file=spans.jsonl --exporter perfetto=trace.json`,
-		Long: `Arms entry and exit probes on the stages a probe spec names, in PID only, and
+		Long: attachLong(),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd) },
+	}
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *attachOpts) addFlags(f *pflag.FlagSet) {
+	o.gpu = addGPUFlags(f)
+	f.IntVarP(&o.pid, "pid", "p", 0, "process to trace")
+	f.StringVar(&o.specFile, "probes", "", "probe spec file (see docs/probe-spec.md)")
+	f.StringVar(&o.engine, "engine", "", "catalog spec to use (specprobe probes list)")
+	f.StringArrayVar(&o.exporters, "exporter", nil, "where spans go: "+export.Names()+"; NAME=PATH for files (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "", "output file of the file exporter (otlp-file, perfetto)")
+	f.DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
+	f.BoolVar(&o.noSkip, "no-endbr-skip", false, "probe a leading endbr64 itself instead of the next instruction (slower; for comparison)")
+	f.BoolVar(&o.noMulti, "no-uprobe-multi", false, "attach one perf-event uprobe per site even where uprobe_multi exists")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no live summary line")
+	f.DurationVar(&o.idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
+	f.DurationVar(&o.wait, "import-wait", 30*time.Second, "Python: how long to wait for a server's worker module (to choose the catalog spec) and then for each stage's module to be imported")
+	f.DurationVar(&o.flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
+	f.BoolVar(&o.anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
+	f.BoolVar(&o.noCUDA, "no-cuda", false, "do not probe the CUDA driver (libcuda.so.1) for the time each stage blocked on the GPU and what it launched")
+	f.BoolVar(&o.cudaLaunches, "cuda-launches", true, "count kernel and graph launches in the CUDA driver (false: probe its syncs only)")
+	f.StringVar(&o.cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
+	f.StringVar(&o.queueMemory, "queue-memory", DefaultQueueMemory, "bytes of spans each exporter may hold while it waits on its output, e.g. 64MiB (past them, and past 65536 spans, spans are dropped and counted, never the target slowed)")
+}
+
+// DefaultQueueMemory is --queue-memory's default: 65536 spans of the
+// ~1 KiB a queued span takes (spanrec's Cost) would be ~64 MiB anyway;
+// this bound holds where spans are larger (many attributes, long ids).
+const DefaultQueueMemory = "64MiB"
+
+// check refuses flags that cannot work, before anything is read or armed.
+func (o *attachOpts) check() (redact.Mode, int64, error) {
+	if o.pid == 0 {
+		return "", 0, fmt.Errorf("--pid is required")
+	}
+	if err := checkDurations(o.duration, o.flush, o.idle, o.wait); err != nil {
+		return "", 0, err
+	}
+	if err := o.gpu.check(); err != nil {
+		return "", 0, err
+	}
+	mode, err := redact.ParseMode(o.cmdline)
+	if err != nil {
+		return "", 0, fmt.Errorf("--command-line: %w", err)
+	}
+	queue, err := daemon.ParseSize(o.queueMemory)
+	if err != nil || queue <= 0 {
+		return "", 0, fmt.Errorf("--queue-memory %q: want a size such as 64MiB", o.queueMemory)
+	}
+	return mode, queue, nil
+}
+
+func (o *attachOpts) run(cmd *cobra.Command) error {
+	cmdMode, queue, err := o.check()
+	if err != nil {
+		return err
+	}
+	if err := loader.CheckPID(o.pid); err != nil {
+		return err
+	}
+	if err := loader.CheckPrivileges(); err != nil {
+		return err
+	}
+	spec, err := chooseSpec(o.pid, o.specFile, o.engine, o.anyRank, o.wait)
+	if err != nil {
+		return err
+	}
+	exps, closeFiles, err := export.Open(cmd.Context(), o.exporters, o.output, os.Stdout)
+	if err != nil {
+		return err
+	}
+	defer closeFiles()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := tracer.Config{
+		PID: o.pid, Spec: spec, SkipEndbr: !o.noSkip, NoMulti: o.noMulti, Duration: o.duration,
+		Exporters: exps, Log: os.Stderr, RequestIdle: o.idle, ImportWait: o.wait,
+		FlushTimeout: o.flush, CommandLine: cmdMode, NoCUDA: o.noCUDA, NoCUDALaunches: !o.cudaLaunches,
+	}
+	for range exps {
+		cfg.QueueBudgets = append(cfg.QueueBudgets, export.NewBudget(queue))
+	}
+	if err := o.gpu.apply(cmd.Context(), &cfg, o.exporters); err != nil {
+		return err
+	}
+	if !o.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		cfg.Live = os.Stderr
+	}
+	_, err = tracer.Run(ctx, cfg)
+	return err
+}
+
+func attachLong() string {
+	return `Arms entry and exit probes on the stages a probe spec names, in PID only, and
 emits spans in SGLang's own schema (docs/spans.md): one root span " Req <id>"
 per request, a thread span, one decode_forward over the request's decode
 phase with a decode_loop per step, and spec_draft / spec_verify /
@@ -88,72 +190,7 @@ CUDA: where the process maps the CUDA driver (libcuda.so.1), its
 synchronizing calls and launches are probed too (--no-cuda to skip,
 --cuda-launches=false for the syncs only): each stage span gets the time its
 thread blocked on the GPU and the kernels and graphs it launched
-(specprobe.cuda.*), each decode_loop the same outside its stages.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if pid == 0 {
-				return fmt.Errorf("--pid is required")
-			}
-			if err := checkDurations(duration, flush, idle, wait); err != nil {
-				return err
-			}
-			if err := gpuFl.check(); err != nil {
-				return err
-			}
-			cmdMode, err := redact.ParseMode(cmdline)
-			if err != nil {
-				return fmt.Errorf("--command-line: %w", err)
-			}
-			if err := loader.CheckPID(pid); err != nil {
-				return err
-			}
-			if err := loader.CheckPrivileges(); err != nil {
-				return err
-			}
-			spec, err := chooseSpec(pid, specFile, engine, anyRank, wait)
-			if err != nil {
-				return err
-			}
-			exps, closeFiles, err := export.Open(cmd.Context(), exporters, output, os.Stdout)
-			if err != nil {
-				return err
-			}
-			defer closeFiles()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			cfg := tracer.Config{
-				PID: pid, Spec: spec, SkipEndbr: !noSkip, NoMulti: noMulti, Duration: duration,
-				Exporters: exps, Log: os.Stderr, RequestIdle: idle, ImportWait: wait,
-				FlushTimeout: flush, CommandLine: cmdMode, NoCUDA: noCUDA, NoCUDALaunches: !cudaLaunches,
-			}
-			if err := gpuFl.apply(cmd.Context(), &cfg, exporters); err != nil {
-				return err
-			}
-			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-				cfg.Live = os.Stderr
-			}
-			_, err = tracer.Run(ctx, cfg)
-			return err
-		},
-	}
-	f := cmd.Flags()
-	gpuFl = addGPUFlags(f)
-	f.IntVarP(&pid, "pid", "p", 0, "process to trace")
-	f.StringVar(&specFile, "probes", "", "probe spec file (see docs/probe-spec.md)")
-	f.StringVar(&engine, "engine", "", "catalog spec to use (specprobe probes list)")
-	f.StringArrayVar(&exporters, "exporter", nil, "where spans go: "+export.Names()+"; NAME=PATH for files (repeatable)")
-	f.StringVarP(&output, "output", "o", "", "output file of the file exporter (otlp-file, perfetto)")
-	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C or the target exits)")
-	f.BoolVar(&noSkip, "no-endbr-skip", false, "probe a leading endbr64 itself instead of the next instruction (slower; for comparison)")
-	f.BoolVar(&noMulti, "no-uprobe-multi", false, "attach one perf-event uprobe per site even where uprobe_multi exists")
-	f.BoolVarP(&quiet, "quiet", "q", false, "no live summary line")
-	f.DurationVar(&idle, "request-idle", 2*time.Second, "end a request's root span after it took part in no step for this long")
-	f.DurationVar(&wait, "import-wait", 30*time.Second, "Python: how long to wait for a server's worker module (to choose the catalog spec) and then for each stage's module to be imported")
-	f.DurationVar(&flush, "flush-timeout", tracer.DefaultFlushTimeout, "at the end, how long to wait for the exporters to deliver what is left (then it counts as dropped)")
-	f.BoolVar(&anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
-	f.BoolVar(&noCUDA, "no-cuda", false, "do not probe the CUDA driver (libcuda.so.1) for the time each stage blocked on the GPU and what it launched")
-	f.BoolVar(&cudaLaunches, "cuda-launches", true, "count kernel and graph launches in the CUDA driver (false: probe its syncs only)")
-	f.StringVar(&cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
-	return cmd
+(specprobe.cuda.*), each decode_loop the same outside its stages.`
 }
 
 // chooseSpec loads --probes, or --engine from the catalog, or finds the

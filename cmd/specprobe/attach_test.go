@@ -40,3 +40,30 @@ func TestGPUFlagsNoGPU(t *testing.T) {
 		t.Errorf("check with --no-gpu --gpu-interval -1s: %v", err)
 	}
 }
+
+// --queue-memory takes a positive size, and a bad one names the flag
+// before anything is read from the target.
+func TestAttachQueueMemory(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{DefaultQueueMemory, 64 << 20, true},
+		{"1GiB", 1 << 30, true},
+		{"0", 0, false},
+		{"-5MiB", 0, false},
+		{"lots", 0, false},
+	} {
+		o := &attachOpts{}
+		o.addFlags(pflag.NewFlagSet("attach", pflag.ContinueOnError))
+		o.pid, o.flush, o.cmdline, o.queueMemory = 1, time.Second, "off", tc.in
+		_, got, err := o.check()
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("--queue-memory %q: %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--queue-memory") {
+			t.Errorf("--queue-memory %q: error %q does not name the flag", tc.in, err)
+		}
+	}
+}

@@ -75,62 +75,81 @@ engines, max_processes, max_per_uid, max_per_pod, select {uids, namespaces,
 pods, cgroups}, command_line, flush_timeout, event_budget, memory_limit,
 metrics_interval, kubelet {url, token_file, ca_file, insecure_skip_verify}.
 Flags given on the command line win.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := daemon.Defaults()
-			if configFile != "" {
-				var err error
-				if cfg, err = daemon.LoadConfig(configFile); err != nil {
-					return err
-				}
-			}
-			overrideFlags(cmd, &cfg)
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			specs, err := daemonSpecs(cfg)
-			if err != nil {
-				return err
-			}
-			exps, closeFiles, err := export.Open(cmd.Context(), cfg.Exporters, cfg.Output, os.Stdout)
-			if err != nil {
-				return err
-			}
-			defer closeFiles()
-			if len(exps) == 0 {
-				fmt.Fprintln(os.Stderr, "specprobe daemon: no span exporter (--exporter, or OTEL_EXPORTER_OTLP_ENDPOINT): spans are counted, not sent")
-			}
-			var readers []sdkmetric.Reader
-			if r, err := export.MetricReader(cmd.Context(), metricsExp, cfg.Exporters, sdkmetric.WithInterval(cfg.MetricsInterval)); err != nil {
-				return err
-			} else if r != nil {
-				readers = append(readers, r)
-			}
-			meta, err := k8smeta.NewResolver(k8smeta.Config{KubeletURL: cfg.Kubelet.URL, TokenFile: cfg.Kubelet.TokenFile,
-				CAFile: cfg.Kubelet.CAFile, InsecureSkipVerify: cfg.Kubelet.InsecureSkipVerify})
-			if err != nil {
-				return fmt.Errorf("kubelet: %w", err)
-			}
-			if cfg.Kubelet.InsecureSkipVerify {
-				fmt.Fprintln(os.Stderr, "specprobe daemon: warning: kubelet.insecure_skip_verify: the kubelet's certificate is not checked, so the service-account token goes to whoever answers at its address; give kubelet.ca_file instead")
-			}
-			if err := loader.CheckPrivileges(); err != nil {
-				return err
-			}
-			d, err := daemon.New(daemon.Options{Config: cfg, Specs: specs, Exporters: exps, MetricReaders: readers,
-				Meta: kubeMeta(meta), Log: os.Stderr})
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return d.Run(ctx)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runDaemon(cmd, configFile, metricsExp) },
 	}
 	f := cmd.Flags()
 	f.StringVarP(&configFile, "config", "c", "", "config file (YAML; keys listed above)")
 	bindDaemonFlags(f, &flags)
 	f.StringVar(&metricsExp, "metrics-exporter", "", "where the daemon's metrics go besides /metrics: "+export.MetricNames()+" (default: OTLP when spans go to OTLP)")
 	return cmd
+}
+
+// daemonConfig is the config file's settings with the command line's over
+// them, checked.
+func daemonConfig(cmd *cobra.Command, configFile string) (daemon.Config, error) {
+	cfg := daemon.Defaults()
+	if configFile != "" {
+		var err error
+		if cfg, err = daemon.LoadConfig(configFile); err != nil {
+			return cfg, err
+		}
+	}
+	overrideFlags(cmd, &cfg)
+	return cfg, cfg.Validate()
+}
+
+func runDaemon(cmd *cobra.Command, configFile, metricsExp string) error {
+	cfg, err := daemonConfig(cmd, configFile)
+	if err != nil {
+		return err
+	}
+	specs, err := daemonSpecs(cfg)
+	if err != nil {
+		return err
+	}
+	exps, closeFiles, err := export.Open(cmd.Context(), cfg.Exporters, cfg.Output, os.Stdout)
+	if err != nil {
+		return err
+	}
+	defer closeFiles()
+	if len(exps) == 0 {
+		fmt.Fprintln(os.Stderr, "specprobe daemon: no span exporter (--exporter, or OTEL_EXPORTER_OTLP_ENDPOINT): spans are counted, not sent")
+	}
+	var readers []sdkmetric.Reader
+	if r, err := export.MetricReader(cmd.Context(), metricsExp, cfg.Exporters, sdkmetric.WithInterval(cfg.MetricsInterval)); err != nil {
+		return err
+	} else if r != nil {
+		readers = append(readers, r)
+	}
+	meta, err := kubelet(cfg.Kubelet)
+	if err != nil {
+		return err
+	}
+	if err := loader.CheckPrivileges(); err != nil {
+		return err
+	}
+	d, err := daemon.New(daemon.Options{Config: cfg, Specs: specs, Exporters: exps, MetricReaders: readers,
+		Meta: kubeMeta(meta), Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return d.Run(ctx)
+}
+
+// kubelet is the resolver of pod names, with a warning where the kubelet's
+// certificate goes unchecked.
+func kubelet(c daemon.Kubelet) (*k8smeta.Resolver, error) {
+	meta, err := k8smeta.NewResolver(k8smeta.Config{KubeletURL: c.URL, TokenFile: c.TokenFile,
+		CAFile: c.CAFile, InsecureSkipVerify: c.InsecureSkipVerify})
+	if err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+	if c.InsecureSkipVerify {
+		fmt.Fprintln(os.Stderr, "specprobe daemon: warning: kubelet.insecure_skip_verify: the kubelet's certificate is not checked, so the service-account token goes to whoever answers at its address; give kubelet.ca_file instead")
+	}
+	return meta, nil
 }
 
 // overrideFlags copies the flags given on the command line over cfg: the
