@@ -1,7 +1,8 @@
 // Package loader turns a probe spec and a PID into armed probes: it finds the
 // stage functions in the files the process maps, attaches the BPF programs,
-// reads the ring buffer and detaches. It is the only package that talks to the
-// kernel.
+// reads the ring buffer and detaches. It is the only package that arms probes
+// in a target; the others that talk to the kernel are listed in
+// docs/design.md (exec notification, memory reads, the watchpoint syscall).
 package loader
 
 import (

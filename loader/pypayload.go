@@ -176,6 +176,9 @@ type PyCallRead struct {
 	Err    error
 }
 
+// CallRead makes it a spanbuilder.CallRead.
+func (*PyCallRead) CallRead() {}
+
 // pyAssembler joins a trap's payload records (bpf/pyread.h py_flush): the
 // first comes with the hit, continuations follow on the same thread.
 type pyAssembler struct {

@@ -5,20 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/internal/perfbp"
 	"github.com/specprobe/specprobe/internal/procfs"
-)
-
-// Breakpoint constants (linux/hw_breakpoint.h).
-const (
-	hwBreakpointW    = 2
-	hwBreakpointLen8 = 8
 )
 
 // Watch is one code object watched on every thread of a process.
@@ -61,7 +55,7 @@ func (s *Session) ArmWatch(addr uint64, site uint32, refcnt uint64, wake Wake) (
 		return nil, err
 	}
 	for _, tid := range tids {
-		fd, err := openBreakpoint(tid, addr)
+		fd, err := perfbp.OpenWrite(tid, addr)
 		if errors.Is(err, unix.ESRCH) {
 			continue // the thread ended meanwhile
 		}
@@ -108,42 +102,4 @@ func (s *Session) DisarmWatch(w *Watch) {
 	}
 	w.links, w.fds = nil, nil
 	_ = s.objs.Watches.Delete(w.Addr)
-}
-
-// perf_event_attr bits of Linux 5.13: inherit_thread limits inherit to
-// threads (CLONE_THREAD), so a forked child carries no breakpoint and its
-// calls are not taken for the target's; remove_on_exec drops the breakpoint
-// at an execve, so the new program is never trapped at an address that meant
-// something only in the old one.
-const (
-	perfBitInheritThread = 1 << 35
-	perfBitRemoveOnExec  = 1 << 36
-)
-
-func openBreakpoint(tid int, addr uint64) (int, error) {
-	fd, err := openBreakpointBits(tid, addr, perfBitInheritThread|perfBitRemoveOnExec)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) {
-		// An older kernel: a forked child inherits the breakpoint, and
-		// watch_hit ignores its hits by their process; the daemon detaches
-		// on exec.
-		fd, err = openBreakpointBits(tid, addr, 0)
-	}
-	return fd, err
-}
-
-func openBreakpointBits(tid int, addr uint64, extra uint64) (int, error) {
-	attr := unix.PerfEventAttr{
-		Type:               unix.PERF_TYPE_BREAKPOINT,
-		Size:               uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample:             1,
-		Bits:               unix.PerfBitInherit | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv | extra,
-		Bp_type:            hwBreakpointW,
-		Ext1:               addr,
-		Ext2:               hwBreakpointLen8,
-		Wakeup:             1,
-		Sample_type:        unix.PERF_SAMPLE_IP,
-		Read_format:        0,
-		Branch_sample_type: 0,
-	}
-	return unix.PerfEventOpen(&attr, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 }

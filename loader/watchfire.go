@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/specprobe/specprobe/internal/perfbp"
 )
 
 // ErrWatchpointsSilent: the kernel accepts a hardware watchpoint but the
@@ -41,9 +43,9 @@ func probeWatchpoint() error {
 		Type:    unix.PERF_TYPE_BREAKPOINT,
 		Size:    uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Bits:    unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv, // counting, not sampling
-		Bp_type: hwBreakpointW,
+		Bp_type: perfbp.TypeWrite,
 		Ext1:    uint64(uintptr(unsafe.Pointer(word))),
-		Ext2:    hwBreakpointLen8,
+		Ext2:    perfbp.Len8,
 	}
 	// This thread only (pid 0, any CPU): the writes below are its own.
 	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)

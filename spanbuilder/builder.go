@@ -27,6 +27,12 @@ type Value struct {
 	V    int64
 }
 
+// CallRead is what a probe read at a call beyond an Event's Values: a
+// Python call's fields (loader.PyCallRead). The builder never looks
+// inside; the layer between the loader and the builder turns it into
+// Requests and counts before the event reaches the builder.
+type CallRead interface{ CallRead() }
+
 // Event is one boundary of one call.
 type Event struct {
 	BootNs    uint64
@@ -46,8 +52,9 @@ type Event struct {
 	// referenced from the eval loop, then released).
 	Cancel bool
 	// Read is what the probe read beyond Values, for the layer between the
-	// loader and the builder (a Python call's fields, read at its exit).
-	Read any
+	// loader and the builder (a Python call's fields, read at its exit);
+	// nil for none.
+	Read CallRead
 	// Depth, on an exit, is how many calls of the site the thread still
 	// runs counting the one ending (a Python pop: its code's frames on the
 	// stack); 0 when unknown. Open calls of the site beyond it lost their exit.

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/bpf"
-	"github.com/specprobe/specprobe/loader"
+	"github.com/specprobe/specprobe/internal/perfbp"
 )
 
 // ArmBareWatch puts the same hardware write watchpoint ArmWatch does (8 bytes
@@ -33,7 +33,7 @@ func ArmBareWatch(pid int, addr uint64) (io.Closer, error) {
 	}
 	for _, th := range threads {
 		tid := th.PID
-		fd, err := loader.OpenWatchpoint(tid, addr)
+		fd, err := perfbp.OpenWrite(tid, addr)
 		if errors.Is(err, unix.ESRCH) {
 			continue // the thread ended meanwhile
 		}
