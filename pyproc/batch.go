@@ -255,94 +255,123 @@ func itemPtrs(raw []byte, n uint64) ([]uint64, bool) {
 // a short str whole; longer strs' text and lists' item arrays in the next;
 // a list's items become cursors converted in the next round.
 func (b *batchEval) values(cur []*cursor) []*cursor {
-	p := b.p
-	hs := newSegs(len(cur))
-	seg := make([]int, len(cur))
+	r := b.readHeads(cur)
+	if r == nil {
+		return nil
+	}
+	// Second round: text of long strs, item arrays of lists.
 	for i, c := range cur {
-		seg[i] = -1
+		b.valueHead(r, i, c)
+	}
+	b.p.run(r.ds)
+	items, fast := b.readItems(r.hs, r.heads)
+	return b.valueRest(r, cur, items, fast)
+}
+
+// valueRound is what values' rounds of reads keep for each cursor.
+type valueRound struct {
+	hs, ds *segs    // each object's head; a long str's text
+	seg    []int    // the cursor's head segment in hs (-1: none)
+	dseg   []int    // its text segment in ds (-1: none)
+	heads  []int    // a list's or tuple's head segment in hs, for readItems (-1: none)
+	kinds  []uint32 // a long str's kind
+}
+
+// readHeads reads the head of every cursor's object at once; None needs
+// no read. nil: the batch visited more objects than it may.
+func (b *batchEval) readHeads(cur []*cursor) *valueRound {
+	p := b.p
+	r := &valueRound{hs: newSegs(len(cur)), ds: newSegs(0), seg: make([]int, len(cur)),
+		dseg: make([]int, len(cur)), heads: make([]int, len(cur)), kinds: make([]uint32, len(cur))}
+	for i, c := range cur {
+		r.seg[i], r.dseg[i], r.heads[i] = -1, -1, -1
 		if c.obj == p.types.none && c.obj != 0 {
 			*c.out, c.done = nil, true
 			continue
 		}
 		if validObj(c.obj) {
 			b.visits++
-			seg[i] = hs.add(c.obj, headRead)
+			r.seg[i] = r.hs.add(c.obj, headRead)
 		}
 	}
 	if b.visits > maxVisits {
 		return nil
 	}
-	p.run(hs)
-	// Second round: text of long strs, item arrays of lists.
-	ds := newSegs(0)
-	dseg := make([]int, len(cur))
-	heads := make([]int, len(cur)) // the lists' and tuples' segments in hs
-	kinds := make([]uint32, len(cur))
-	for i, c := range cur {
-		dseg[i], heads[i] = -1, -1
-		if c.done {
-			continue
-		}
-		if seg[i] < 0 {
-			*c.out, c.err = b.value(c.obj, b.where(c, len(b.steps)))
-			c.done = true
-			continue
-		}
-		blk, err := hs.block(seg[i])
-		if err != nil {
-			b.visits-- // value counts it again
-			*c.out, c.err = b.value(c.obj, b.where(c, len(b.steps)))
-			c.done = true
-			continue
-		}
-		if err := checkHead(blk); err != nil {
-			c.err, c.done = b.fail(b.where(c, len(b.steps)), "", err), true
-			continue
-		}
-		switch t := blk.u64(8); {
-		case t == p.types.str:
-			h, err := p.parseStrHead(blk.addr, blk)
-			if err != nil {
-				break
-			}
-			n := uint64(h.length) * uint64(h.kind)
-			if end := h.dataAddr - blk.addr + n; end <= uint64(len(blk.b)) {
-				*c.out, c.done = decodeKind(blk.b[h.dataAddr-blk.addr:end], h.kind), true
-				continue
-			}
-			kinds[i], dseg[i] = h.kind, ds.add(h.dataAddr, int(n))
-			continue
-		case t == p.types.long, t == p.types.boolean:
-			v, err := b.int(blk, "")
-			if err != nil {
-				break
-			}
-			if t == p.types.boolean {
-				v = v != int64(0)
-			}
-			*c.out, c.done = v, true
-			continue
-		case (t == p.types.list || t == p.types.tuple) && c.nest < maxNest:
-			heads[i] = seg[i]
-			continue
-		}
-		b.nest = c.nest
-		*c.out, c.err = b.valueFrom(blk, b.where(c, len(b.steps)))
-		c.done, b.nest = true, 0
+	p.run(r.hs)
+	return r
+}
+
+// valueHead converts cursor i's object from its head where the head holds
+// it (an int, a bool, a short str), asks for a long str's text or a list's
+// items, or reads the object item by item.
+func (b *batchEval) valueHead(r *valueRound, i int, c *cursor) {
+	p := b.p
+	if c.done {
+		return
 	}
-	p.run(ds)
-	items, fast := b.readItems(hs, heads)
+	if r.seg[i] < 0 {
+		*c.out, c.err = b.value(c.obj, b.where(c, len(b.steps)))
+		c.done = true
+		return
+	}
+	blk, err := r.hs.block(r.seg[i])
+	if err != nil {
+		b.visits-- // value counts it again
+		*c.out, c.err = b.value(c.obj, b.where(c, len(b.steps)))
+		c.done = true
+		return
+	}
+	if err := checkHead(blk); err != nil {
+		c.err, c.done = b.fail(b.where(c, len(b.steps)), "", err), true
+		return
+	}
+	switch t := blk.u64(8); {
+	case t == p.types.str:
+		h, err := p.parseStrHead(blk.addr, blk)
+		if err != nil {
+			break
+		}
+		n := uint64(h.length) * uint64(h.kind)
+		if end := h.dataAddr - blk.addr + n; end <= uint64(len(blk.b)) {
+			*c.out, c.done = decodeKind(blk.b[h.dataAddr-blk.addr:end], h.kind), true
+			return
+		}
+		r.kinds[i], r.dseg[i] = h.kind, r.ds.add(h.dataAddr, int(n))
+		return
+	case t == p.types.long, t == p.types.boolean:
+		v, err := b.int(blk, "")
+		if err != nil {
+			break
+		}
+		if t == p.types.boolean {
+			v = v != int64(0)
+		}
+		*c.out, c.done = v, true
+		return
+	case (t == p.types.list || t == p.types.tuple) && c.nest < maxNest:
+		r.heads[i] = r.seg[i]
+		return
+	}
+	b.nest = c.nest
+	*c.out, c.err = b.valueFrom(blk, b.where(c, len(b.steps)))
+	c.done, b.nest = true, 0
+}
+
+// valueRest finishes what valueHead began: long strs from their text,
+// lists item by item where their items were not read fast, and a cursor
+// for each item of the others (the next level). nil: too many cursors.
+func (b *batchEval) valueRest(r *valueRound, cur []*cursor, items [][]uint64, fast []bool) []*cursor {
 	var next []*cursor
 	for i, c := range cur {
 		switch {
 		case c.done:
-		case dseg[i] >= 0:
-			raw, err := ds.block(dseg[i])
+		case r.dseg[i] >= 0:
+			raw, err := r.ds.block(r.dseg[i])
 			if err == nil {
-				*c.out, c.done = decodeKind(raw.b, kinds[i]), true
+				*c.out, c.done = decodeKind(raw.b, r.kinds[i]), true
 				continue
 			}
-			blk, _ := hs.block(seg[i])
+			blk, _ := r.hs.block(r.seg[i])
 			*c.out, c.err = b.valueFrom(blk, b.where(c, len(b.steps)))
 			c.done = true
 		case !fast[i]:

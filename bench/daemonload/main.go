@@ -84,30 +84,14 @@ func run(bin, demo, python string, natives, pythons int, exporter, limit string,
 		return err
 	}
 
-	var targets []*exec.Cmd
-	for range natives {
-		targets = append(targets, exec.Command(demo, "--threads", "2", "--batch", "4", "--requests", "400", "--wait-signal"))
-	}
-	if _, err := os.Stat(python); err == nil {
-		for range pythons {
-			targets = append(targets, exec.Command(python, "pytargets/run_sglang.py", "--requests", "60", "--wait-signal"))
+	targets, pythons, err := startTargets(demo, python, natives, pythons)
+	defer func() {
+		for _, t := range targets {
+			_ = t.Process.Kill()
 		}
-	} else {
-		pythons = 0
-	}
-	for _, t := range targets {
-		out, err := t.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := t.Start(); err != nil {
-			return err
-		}
-		defer t.Process.Kill()
-		if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
-			return fmt.Errorf("%s not ready: %q", t.Path, line)
-		}
-		go io.Copy(io.Discard, out)
+	}()
+	if err != nil {
+		return err
 	}
 	if err := waitAttached("http://"+addr+"/targets", len(targets)); err != nil {
 		return err
@@ -126,29 +110,7 @@ func run(bin, demo, python string, natives, pythons int, exporter, limit string,
 		}
 		close(done)
 	}()
-	// Sample the daemon's memory while the targets run; VmHWM gives the peak,
-	// the samples what it is made of (the Go heap is anonymous memory; the
-	// ring buffers mapped from the kernel and the binary are not).
-	cpu1, ev1 := cpu0, ev0
-	var peakAnon, peakOther int64
-	func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				// The last sample before the exits: detach work is not tracing.
-				cpu1, _ = cpuTime(d.Process.Pid)
-				ev1, _ = metric("http://"+addr+"/metrics", "specprobe_events_total")
-				anon := statusKB(d.Process.Pid, "RssAnon:")
-				if rss := statusKB(d.Process.Pid, "VmRSS:"); anon > peakAnon {
-					peakAnon, peakOther = anon, rss-anon
-				}
-			}
-		}
-	}()
+	cpu1, ev1, peakAnon, peakOther := sampleDaemon(d.Process.Pid, addr, done, cpu0, ev0)
 	elapsed := time.Since(start)
 	peakRSS = statusKB(d.Process.Pid, "VmHWM:")
 	rss := statusKB(d.Process.Pid, "VmRSS:")
@@ -170,6 +132,62 @@ func run(bin, demo, python string, natives, pythons int, exporter, limit string,
 	dropped, _ := metric(m, "specprobe_spans_dropped_total")
 	fmt.Printf("spans: %.0f exported, %.0f dropped at a full queue\n", exported, dropped)
 	return nil
+}
+
+// startTargets starts the native demo targets and, where the interpreter
+// exists, the Python ones, each waiting for SIGUSR1; pythons is how many
+// Python ones it started. The caller kills the targets it gets.
+func startTargets(demo, python string, natives, pythons int) ([]*exec.Cmd, int, error) {
+	var targets, started []*exec.Cmd
+	for range natives {
+		targets = append(targets, exec.Command(demo, "--threads", "2", "--batch", "4", "--requests", "400", "--wait-signal"))
+	}
+	if _, err := os.Stat(python); err == nil {
+		for range pythons {
+			targets = append(targets, exec.Command(python, "pytargets/run_sglang.py", "--requests", "60", "--wait-signal"))
+		}
+	} else {
+		pythons = 0
+	}
+	for _, t := range targets {
+		out, err := t.StdoutPipe()
+		if err != nil {
+			return started, pythons, err
+		}
+		if err := t.Start(); err != nil {
+			return started, pythons, err
+		}
+		started = append(started, t)
+		if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+			return started, pythons, fmt.Errorf("%s not ready: %q", t.Path, line)
+		}
+		go io.Copy(io.Discard, out)
+	}
+	return started, pythons, nil
+}
+
+// sampleDaemon samples the daemon's CPU time, events and memory until done;
+// VmHWM gives the peak, the samples what it is made of (the Go heap is
+// anonymous memory; the ring buffers mapped from the kernel and the binary
+// are not).
+func sampleDaemon(pid int, addr string, done <-chan struct{}, cpu0 time.Duration, ev0 float64) (cpu1 time.Duration, ev1 float64, peakAnon, peakOther int64) {
+	cpu1, ev1 = cpu0, ev0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			// The last sample before the exits: detach work is not tracing.
+			cpu1, _ = cpuTime(pid)
+			ev1, _ = metric("http://"+addr+"/metrics", "specprobe_events_total")
+			anon := statusKB(pid, "RssAnon:")
+			if rss := statusKB(pid, "VmRSS:"); anon > peakAnon {
+				peakAnon, peakOther = anon, rss-anon
+			}
+		}
+	}
 }
 
 func freePort() (int, error) {

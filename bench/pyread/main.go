@@ -63,51 +63,14 @@ func main() {
 	path := flag.String("path", "reqs[*].rid", "the object path read from each batch")
 	pinTarget := flag.Int("pin-target", -1, "run the workload on this CPU (run pyread itself elsewhere, e.g. with taskset)")
 	flag.Parse()
-	var sizes []int
-	for _, s := range strings.Split(*sizeList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fail(fmt.Errorf("-sizes: bad size %q", s))
-		}
-		sizes = append(sizes, n)
-	}
+	sizes := parseSizes(*sizeList)
 	for _, f := range []string{*script, *python} {
 		if _, err := os.Stat(f); err != nil {
 			fail(fmt.Errorf("%w (run from the repository root, or pass -workload and -python)", err))
 		}
 	}
-
-	args := []string{*script}
-	for _, n := range sizes {
-		args = append(args, strconv.Itoa(n))
-	}
-	cmd := exec.Command(*python, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		fail(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	if *pinTarget >= 0 {
-		var set unix.CPUSet
-		set.Set(*pinTarget)
-		if err := unix.SchedSetaffinity(cmd.Process.Pid, &set); err != nil {
-			fail(fmt.Errorf("pinning the workload to CPU %d: %w", *pinTarget, err))
-		}
-	}
-	var hello struct {
-		Batches map[string]uint64   `json:"batches"`
-		Rids    map[string][]string `json:"rids"`
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &hello)
-	}
-	if err != nil {
-		fail(fmt.Errorf("workload: %q: %v", line, err))
-	}
+	cmd, hello, stop := startWorkload(*python, *script, sizes, *pinTarget)
+	defer stop()
 	p, err := pyproc.Attach(cmd.Process.Pid)
 	if err != nil {
 		fail(err)
@@ -128,10 +91,71 @@ func main() {
 		}
 	}
 
-	// The reads run on one OS thread, whose CPU time getrusage reports.
+	results := measure(p, hello.Batches, sizes, *path, *rounds, *reads)
+	report(os.Stdout, *path, *python, sizes, results, *rounds, *reads)
+}
+
+func parseSizes(list string) []int {
+	var sizes []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fail(fmt.Errorf("-sizes: bad size %q", s))
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+// hello is the workload's first line: each batch's address and the
+// request ids it holds, by size.
+type hello struct {
+	Batches map[string]uint64   `json:"batches"`
+	Rids    map[string][]string `json:"rids"`
+}
+
+// startWorkload runs the workload (on CPU pin, where pin >= 0) and reads
+// its hello; stop ends it.
+func startWorkload(python, script string, sizes []int, pin int) (*exec.Cmd, hello, func()) {
+	args := []string{script}
+	for _, n := range sizes {
+		args = append(args, strconv.Itoa(n))
+	}
+	cmd := exec.Command(python, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		fail(err)
+	}
+	stop := func() { stdin.Close(); cmd.Wait() }
+	if pin >= 0 {
+		var set unix.CPUSet
+		set.Set(pin)
+		if err := unix.SchedSetaffinity(cmd.Process.Pid, &set); err != nil {
+			stop()
+			fail(fmt.Errorf("pinning the workload to CPU %d: %w", pin, err))
+		}
+	}
+	var h hello
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &h)
+	}
+	if err != nil {
+		stop()
+		fail(fmt.Errorf("workload: %q: %v", line, err))
+	}
+	return cmd, h, stop
+}
+
+// measure reads every batch both ways, rounds interleaving the sizes and
+// the readings, on one OS thread, whose CPU time getrusage reports.
+func measure(p *pyproc.Process, batches map[string]uint64, sizes []int, path string, rounds, reads int) map[[2]int]*sample {
 	runtime.LockOSThread()
 	results := map[[2]int]*sample{}
-	for r := 0; r < *rounds; r++ {
+	for r := 0; r < rounds; r++ {
 		for i := range sizes {
 			n := sizes[(i+r)%len(sizes)]
 			for j := range modes {
@@ -141,22 +165,22 @@ func main() {
 					s = &sample{}
 					results[[2]int{n, mi}] = s
 				}
-				batch := hello.Batches[strconv.Itoa(n)]
+				batch := batches[strconv.Itoa(n)]
 				calls, cpu := p.Stats.Reads, threadCPU()
-				for k := 0; k < *reads; k++ {
+				for k := 0; k < reads; k++ {
 					t := time.Now()
-					if _, err := modes[mi].eval(p, batch, *path); err != nil {
+					if _, err := modes[mi].eval(p, batch, path); err != nil {
 						fail(fmt.Errorf("N=%d, %s: %w", n, modes[mi].name, err))
 					}
 					s.wall = append(s.wall, time.Since(t))
 				}
 				s.cpu += threadCPU() - cpu
 				s.syscalls += p.Stats.Reads - calls
-				s.reads += *reads
+				s.reads += reads
 			}
 		}
 	}
-	report(os.Stdout, *path, *python, sizes, results, *rounds, *reads)
+	return results
 }
 
 // threadCPU is the calling thread's user and system time.

@@ -126,38 +126,61 @@ func (b *budget) ReadAt(p []byte, off int64) (int, error) {
 // check validates the ELF header, the section headers and the sections'
 // places in the file, reading only headers.
 func check(r io.ReaderAt, size uint64, name string) error {
+	hd, err := checkHeader(r, size, name)
+	if err != nil || hd.shoff == 0 {
+		return err // no section headers: no symbols, nothing more to check
+	}
+	secs, err := readSections(r, size, name, hd)
+	if err != nil {
+		return err
+	}
+	names, err := readSectionNames(r, size, name, secs, hd.shstrndx)
+	if err != nil {
+		return err
+	}
+	return checkSections(secs, names, size, name)
+}
+
+// header is what check needs of the ELF header, extended numbering applied.
+type header struct {
+	shoff, shnum, shstrndx uint64
+}
+
+// checkHeader validates the identification, the ELF header and where the
+// program and section headers lie.
+func checkHeader(r io.ReaderAt, size uint64, name string) (header, error) {
 	var ident [elf.EI_NIDENT]byte
 	if n, _ := r.ReadAt(ident[:], 0); n < 4 || !bytes.Equal(ident[:4], []byte(elf.ELFMAG)) {
-		return invalid("%s: not an ELF file (it starts with %q)", name, ident[:min(n, 4)])
+		return header{}, invalid("%s: not an ELF file (it starts with %q)", name, ident[:min(n, 4)])
 	}
 	if elf.Class(ident[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(ident[elf.EI_DATA]) != elf.ELFDATA2LSB {
-		return invalid("%s: a %s %s ELF file; specprobe reads 64-bit little-endian ones", name,
+		return header{}, invalid("%s: a %s %s ELF file; specprobe reads 64-bit little-endian ones", name,
 			elf.Class(ident[elf.EI_CLASS]), elf.Data(ident[elf.EI_DATA]))
 	}
 	var h elf.Header64
 	if err := readStruct(r, 0, &h); err != nil {
-		return invalid("%s: truncated ELF header: %v", name, err)
+		return header{}, invalid("%s: truncated ELF header: %v", name, err)
 	}
-	shoff, shnum, shstrndx := h.Shoff, uint64(h.Shnum), uint64(h.Shstrndx)
+	hd := header{shoff: h.Shoff, shnum: uint64(h.Shnum), shstrndx: uint64(h.Shstrndx)}
 	phnum := uint64(h.Phnum)
-	var s0 elf.Section64
-	if shoff != 0 {
+	if hd.shoff != 0 {
 		if h.Shentsize != 64 {
-			return invalid("%s: section header size %d, want 64", name, h.Shentsize)
+			return hd, invalid("%s: section header size %d, want 64", name, h.Shentsize)
 		}
-		if shoff > size || size-shoff < 64 {
-			return invalid("%s: section headers at %#x, past the end of the file (%d bytes): truncated or forged", name, shoff, size)
+		if hd.shoff > size || size-hd.shoff < 64 {
+			return hd, invalid("%s: section headers at %#x, past the end of the file (%d bytes): truncated or forged", name, hd.shoff, size)
 		}
-		if err := readStruct(r, int64(shoff), &s0); err != nil {
-			return invalid("%s: %v", name, err)
+		var s0 elf.Section64
+		if err := readStruct(r, int64(hd.shoff), &s0); err != nil {
+			return hd, invalid("%s: %v", name, err)
 		}
 		// Extended numbering: counts that do not fit in 16 bits live in
 		// section 0.
-		if shnum == 0 {
-			shnum = s0.Size
+		if hd.shnum == 0 {
+			hd.shnum = s0.Size
 		}
-		if shstrndx == uint64(elf.SHN_XINDEX) {
-			shstrndx = uint64(s0.Link)
+		if hd.shstrndx == uint64(elf.SHN_XINDEX) {
+			hd.shstrndx = uint64(s0.Link)
 		}
 		if phnum == 0xffff {
 			phnum = uint64(s0.Info)
@@ -165,71 +188,73 @@ func check(r io.ReaderAt, size uint64, name string) error {
 	}
 	if h.Phoff != 0 && phnum > 0 {
 		if h.Phentsize != 56 {
-			return invalid("%s: program header size %d, want 56", name, h.Phentsize)
+			return hd, invalid("%s: program header size %d, want 56", name, h.Phentsize)
 		}
 		if h.Phoff > size || phnum > (size-h.Phoff)/56 {
-			return invalid("%s: %d program headers at %#x do not fit in the file (%d bytes): truncated or forged", name, phnum, h.Phoff, size)
+			return hd, invalid("%s: %d program headers at %#x do not fit in the file (%d bytes): truncated or forged", name, phnum, h.Phoff, size)
 		}
 	}
-	if shoff == 0 {
-		return nil // no section headers: no symbols, nothing more to check
+	return hd, nil
+}
+
+// readSections reads the section headers, bounded by the file and MaxSections.
+func readSections(r io.ReaderAt, size uint64, name string, hd header) ([]elf.Section64, error) {
+	if hd.shnum > MaxSections || hd.shnum > (size-hd.shoff)/64 {
+		return nil, invalid("%s: %d section headers at %#x do not fit in the file (%d bytes), or are more than %d: truncated or forged", name, hd.shnum, hd.shoff, size, MaxSections)
 	}
-	if shnum > MaxSections || shnum > (size-shoff)/64 {
-		return invalid("%s: %d section headers at %#x do not fit in the file (%d bytes), or are more than %d: truncated or forged", name, shnum, shoff, size, MaxSections)
-	}
-	secs := make([]elf.Section64, shnum)
-	raw := make([]byte, shnum*64)
-	if _, err := r.ReadAt(raw, int64(shoff)); err != nil {
-		return invalid("%s: reading section headers: %v", name, err)
+	secs := make([]elf.Section64, hd.shnum)
+	raw := make([]byte, hd.shnum*64)
+	if _, err := r.ReadAt(raw, int64(hd.shoff)); err != nil {
+		return nil, invalid("%s: reading section headers: %v", name, err)
 	}
 	if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, secs); err != nil {
-		return invalid("%s: %v", name, err)
+		return nil, invalid("%s: %v", name, err)
 	}
-	if shstrndx >= shnum && shstrndx != 0 {
-		return invalid("%s: section name table index %d of %d sections", name, shstrndx, shnum)
+	if hd.shstrndx >= hd.shnum && hd.shstrndx != 0 {
+		return nil, invalid("%s: section name table index %d of %d sections", name, hd.shstrndx, hd.shnum)
 	}
+	return secs, nil
+}
+
+// readSectionNames reads the section name table, bounded by MaxShstrtab;
+// none where shstrndx is 0.
+func readSectionNames(r io.ReaderAt, size uint64, name string, secs []elf.Section64, shstrndx uint64) (sectionNames, error) {
 	names := sectionNames{}
-	if shstrndx != 0 {
-		st := secs[shstrndx]
-		if err := fits(st, size); err != nil {
-			return invalid("%s: section name table: %v", name, err)
-		}
-		if st.Size > MaxShstrtab {
-			return invalid("%s: section name table of %d bytes, more than the %d specprobe reads", name, st.Size, MaxShstrtab)
-		}
-		names.b = make([]byte, st.Size)
-		if _, err := r.ReadAt(names.b, int64(st.Off)); err != nil {
-			return invalid("%s: reading section names: %v", name, err)
-		}
+	if shstrndx == 0 {
+		return names, nil
 	}
+	st := secs[shstrndx]
+	if err := fits(st, size); err != nil {
+		return names, invalid("%s: section name table: %v", name, err)
+	}
+	if st.Size > MaxShstrtab {
+		return names, invalid("%s: section name table of %d bytes, more than the %d specprobe reads", name, st.Size, MaxShstrtab)
+	}
+	names.b = make([]byte, st.Size)
+	if _, err := r.ReadAt(names.b, int64(st.Off)); err != nil {
+		return names, invalid("%s: reading section names: %v", name, err)
+	}
+	return names, nil
+}
+
+// checkSections checks each section's bytes lie in the file, the symbol
+// and string tables' sizes, and that no two sections share bytes.
+func checkSections(secs []elf.Section64, names sectionNames, size uint64, name string) error {
 	type span struct {
 		off, end uint64
 		i        int
 	}
 	var spans []span
 	for i, s := range secs {
-		what := fmt.Sprintf("section %d (%s)", i, names.get(s.Name))
 		if elf.SectionType(s.Type) == elf.SHT_NOBITS || s.Size == 0 || i == 0 {
 			continue
 		}
+		what := fmt.Sprintf("section %d (%s)", i, names.get(s.Name))
 		if err := fits(s, size); err != nil {
 			return invalid("%s: %s %v", name, what, err)
 		}
-		switch elf.SectionType(s.Type) {
-		case elf.SHT_SYMTAB, elf.SHT_DYNSYM:
-			if s.Size > MaxSymtab {
-				return invalid("%s: %s claims a %d-byte symbol table, more than the %d specprobe reads", name, what, s.Size, MaxSymtab)
-			}
-			if s.Entsize != symSize || s.Flags&uint64(elf.SHF_COMPRESSED) != 0 {
-				return invalid("%s: %s: entry size %d, want %d uncompressed", name, what, s.Entsize, symSize)
-			}
-			if uint64(s.Link) >= shnum || elf.SectionType(secs[s.Link].Type) != elf.SHT_STRTAB {
-				return invalid("%s: %s: its string table (section %d) is not one", name, what, s.Link)
-			}
-		case elf.SHT_STRTAB:
-			if s.Size > MaxStrtab {
-				return invalid("%s: %s claims a %d-byte string table, more than the %d specprobe reads", name, what, s.Size, MaxStrtab)
-			}
+		if err := checkTable(secs, s, what); err != nil {
+			return invalid("%s: %s", name, err)
 		}
 		spans = append(spans, span{s.Off, s.Off + s.Size, i})
 	}
@@ -240,6 +265,27 @@ func check(r io.ReaderAt, size uint64, name string) error {
 		if a, b := spans[k-1], spans[k]; b.off < a.end {
 			return invalid("%s: sections %d (%s) and %d (%s) overlap (bytes %#x-%#x and %#x-%#x): forged", name,
 				a.i, names.get(secs[a.i].Name), b.i, names.get(secs[b.i].Name), a.off, a.end, b.off, b.end)
+		}
+	}
+	return nil
+}
+
+// checkTable bounds a symbol or string table section.
+func checkTable(secs []elf.Section64, s elf.Section64, what string) error {
+	switch elf.SectionType(s.Type) {
+	case elf.SHT_SYMTAB, elf.SHT_DYNSYM:
+		if s.Size > MaxSymtab {
+			return fmt.Errorf("%s claims a %d-byte symbol table, more than the %d specprobe reads", what, s.Size, MaxSymtab)
+		}
+		if s.Entsize != symSize || s.Flags&uint64(elf.SHF_COMPRESSED) != 0 {
+			return fmt.Errorf("%s: entry size %d, want %d uncompressed", what, s.Entsize, symSize)
+		}
+		if uint64(s.Link) >= uint64(len(secs)) || elf.SectionType(secs[s.Link].Type) != elf.SHT_STRTAB {
+			return fmt.Errorf("%s: its string table (section %d) is not one", what, s.Link)
+		}
+	case elf.SHT_STRTAB:
+		if s.Size > MaxStrtab {
+			return fmt.Errorf("%s claims a %d-byte string table, more than the %d specprobe reads", what, s.Size, MaxStrtab)
 		}
 	}
 	return nil
