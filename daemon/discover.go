@@ -190,21 +190,15 @@ func (d *Daemon) classify(ctx context.Context, c *candidate) (*probes.Spec, bool
 	if id, err := discover.Identify(pid); err != nil || id != c.id {
 		return nil, false, nil
 	}
-	exe := loader.Exe(pid)
-	if exe == "" {
+	proc, err := loader.ProcessRecord(pid)
+	if proc.Exe == "" {
 		return nil, false, nil // a kernel thread, or gone
 	}
-	maps, err := loader.Mappings(pid)
 	if errors.Is(err, loader.ErrTooManyMappings) {
 		return nil, false, err
 	}
-	var mapped []string
-	for _, m := range maps {
-		mapped = append(mapped, m.Path)
-	}
-	args, _ := procfs.Cmdline(pid)
-	proc := probes.Process{Exe: exe, Cmdline: strings.Join(args, " "), Title: probes.Title(args), Mapped: mapped, RequireModule: true}
-	python := d.pythonSpecs && looksPython(exe, mapped)
+	proc.RequireModule = true
+	python := d.pythonSpecs && looksPython(proc.Exe, proc.Mapped)
 	var pyErr error
 	if python {
 		proc.HasModule = func(m string) bool {

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -458,9 +457,8 @@ func detect(t *testing.T, catalog []*probes.Spec, pid int) (*probes.Spec, error)
 		t.Fatal(err)
 	}
 	defer py.Close()
-	args, _ := procfs.Cmdline(pid)
-	proc := probes.Process{Exe: loader.Exe(pid), Cmdline: loader.Cmdline(pid), Title: probes.Title(args),
-		HasModule: func(m string) bool { ok, _ := py.HasModule(m); return ok }}
+	proc, _ := loader.ProcessRecord(pid)
+	proc.HasModule = func(m string) bool { ok, _ := py.HasModule(m); return ok }
 	return probes.Detect(catalog, proc)
 }
 

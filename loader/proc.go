@@ -14,6 +14,7 @@ import (
 
 	"github.com/specprobe/specprobe/internal/elfsym"
 	"github.com/specprobe/specprobe/internal/procfs"
+	"github.com/specprobe/specprobe/probes"
 )
 
 // ErrTooManyMappings: a process maps more executable files than any server.
@@ -123,5 +124,23 @@ func Label(pid int) string { return procfs.Label(pid) }
 // or logs (see internal/redact).
 func Cmdline(pid int) string {
 	args, _ := procfs.Cmdline(pid)
-	return strings.TrimSpace(strings.Join(args, " "))
+	return joinArgs(args)
+}
+
+// joinArgs is a command line as specs match it: the arguments joined by
+// spaces, trimmed (a title setproctitle padded, a trailing empty argument).
+func joinArgs(args []string) string { return strings.TrimSpace(strings.Join(args, " ")) }
+
+// ProcessRecord is what detection matches a process by, the one reading of
+// it that attach and the daemon share: its executable's name, command line
+// (joinArgs), title and the files it maps. With ErrTooManyMappings (a
+// process built to make the reading endless) the record has no Mapped.
+func ProcessRecord(pid int) (probes.Process, error) {
+	args, _ := procfs.Cmdline(pid)
+	p := probes.Process{Exe: Exe(pid), Cmdline: joinArgs(args), Title: probes.Title(args)}
+	maps, err := Mappings(pid)
+	for _, m := range maps {
+		p.Mapped = append(p.Mapped, m.Path)
+	}
+	return p, err
 }

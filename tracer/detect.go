@@ -2,10 +2,8 @@ package tracer
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/specprobe/specprobe/internal/procfs"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/procgroup"
@@ -91,14 +89,7 @@ func matchedBy(s *probes.Spec, p probes.Process) string {
 
 // detectable is what detection reads of pid; done releases it.
 func detectable(pid int) (proc probes.Process, python string, done func()) {
-	var libs []string
-	if maps, err := loader.Mappings(pid); err == nil {
-		for _, m := range maps {
-			libs = append(libs, m.Path)
-		}
-	}
-	args, _ := procfs.Cmdline(pid)
-	proc = probes.Process{Exe: loader.Exe(pid), Cmdline: strings.TrimSpace(strings.Join(args, " ")), Title: probes.Title(args), Mapped: libs}
+	proc, _ = loader.ProcessRecord(pid) // too many mappings: matched without them
 	py, err := pyproc.Attach(pid)
 	if err != nil {
 		return proc, "", func() {}

@@ -358,18 +358,28 @@ func (p *pyCalls) acceptCounts(t *loader.PyTarget, read *loader.PyCallRead) ([]s
 		}
 		counts[i] = t.Stage.Accepted.Count(n, sub)
 	}
-	if len(counts) != len(rids) {
-		return nil, nil, fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))
-	}
+	var drafted []string
 	if t.Stage.Drafted != nil {
 		d, path, err := field(t, read, loader.RoleDrafted)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
-		drafted, err := p.idStrings(d.Values)
-		if err != nil {
+		if drafted, err = p.idStrings(d.Values); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
+	}
+	return assembleCounts(rids, counts, t.Stage.Drafted != nil, drafted)
+}
+
+// assembleCounts is the one rule for an accept stage's reads, at the trap
+// or from user space: counts[i] is rids[i]'s accepted count, and where the
+// stage reads which requests had drafts (drafted), a request not among
+// them had none: NoDrafts, whatever its count says.
+func assembleCounts(rids []string, counts []int64, readsDrafted bool, drafted []string) ([]string, []int64, error) {
+	if len(counts) != len(rids) {
+		return nil, nil, fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))
+	}
+	if readsDrafted {
 		for i, rid := range rids {
 			if !slices.Contains(drafted, rid) {
 				counts[i] = spanbuilder.NoDrafts

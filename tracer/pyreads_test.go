@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,41 @@ func TestStepPos(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, c.begun) {
 			t.Errorf("%s: steps begun %v, want %v", c.name, got, c.begun)
+		}
+	}
+}
+
+// The one rule both readers of accept counts follow (the trap's and the
+// user-space one once wrote it apart): counts pair with requests by
+// position, and a request missing from drafted had no drafts.
+func TestAssembleCounts(t *testing.T) {
+	nd := int64(spanbuilder.NoDrafts)
+	for _, c := range []struct {
+		name         string
+		rids         []string
+		counts       []int64
+		readsDrafted bool
+		drafted      []string
+		want         []int64
+		err          string
+	}{
+		{"no drafted list", []string{"a", "b"}, []int64{2, 0}, false, nil, []int64{2, 0}, ""},
+		{"one without drafts", []string{"a", "b"}, []int64{2, 3}, true, []string{"b"}, []int64{nd, 3}, ""},
+		{"drafted in another order", []string{"a", "b"}, []int64{1, 0}, true, []string{"b", "a"}, []int64{1, 0}, ""},
+		{"drafted read empty", []string{"a"}, []int64{4}, true, nil, []int64{nd}, ""},
+		{"more counts than requests", []string{"a"}, []int64{1, 2}, false, nil, nil, "1 requests but 2 accepted counts"},
+		{"fewer counts", []string{"a", "b"}, []int64{1}, true, []string{"a"}, nil, "2 requests but 1 accepted counts"},
+		{"empty batch", nil, nil, true, nil, nil, ""},
+	} {
+		_, got, err := assembleCounts(c.rids, c.counts, c.readsDrafted, c.drafted)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s: error %v, want %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, %v; want %v", c.name, got, err, c.want)
 		}
 	}
 }

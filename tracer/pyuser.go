@@ -2,7 +2,6 @@ package tracer
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
@@ -290,21 +289,13 @@ func (u *userReads) readCounts(frame *pyproc.Frame, st *probes.Stage) ([]string,
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(counts) != len(rids) {
-		return nil, nil, fmt.Errorf("%d requests but %d accepted counts", len(rids), len(counts))
-	}
+	var drafted []string
 	if st.Drafted != nil {
-		drafted, err := u.evalIDs(frame, st.Drafted.Arg, st.Drafted.Path)
-		if err != nil {
+		if drafted, err = u.evalIDs(frame, st.Drafted.Arg, st.Drafted.Path); err != nil {
 			return nil, nil, err
 		}
-		for i, rid := range rids {
-			if !slices.Contains(drafted, rid) {
-				counts[i] = spanbuilder.NoDrafts
-			}
-		}
 	}
-	return rids, counts, nil
+	return assembleCounts(rids, counts, st.Drafted != nil, drafted)
 }
 
 func (u *userReads) evalIDs(frame *pyproc.Frame, arg, path string) ([]string, error) {
