@@ -20,17 +20,21 @@
 // object read is bounded and checked (reference count, type), and every loop
 // has a fixed bound, so forged memory gives an error code, never a hang.
 
-#define PY_MAX_FIELDS 8 // powers of two: indexes are masked, which the verifier can follow
-#define PY_MAX_STEPS 8
-#define PY_MAX_NAMES 8
-#define PY_NAME_LEN 40
-#define PY_MAX_ITEMS 1024
-#define PY_STR_MAX 128
-#define PY_MAX_MRO 8
-#define PY_MAX_PROBES 16
-#define PY_STACK_SCAN 64
-#define PY_BUF 16384 // payload bytes per record; more go in continuation records
-#define PY_SLACK 512 // room past PY_BUF for one item, so writes need one bound check
+// Named enums, not #defines, wherever Go needs the value: bpf2go generates
+// them for the loader (-type in gen.go), so the two sides cannot disagree.
+enum py_limit {
+	PY_MAX_FIELDS = 8, // powers of two: indexes are masked, which the verifier can follow
+	PY_MAX_STEPS = 8,
+	PY_MAX_NAMES = 8,
+	PY_NAME_LEN = 40,
+	PY_MAX_ITEMS = 1024,
+	PY_STR_MAX = 128,
+	PY_MAX_MRO = 8,
+	PY_MAX_PROBES = 16,
+	PY_STACK_SCAN = 64,
+	PY_BUF = 16384, // payload bytes per record; more go in continuation records
+	PY_SLACK = 512, // room past PY_BUF for one item, so writes need one bound check
+};
 
 enum py_root { PY_ROOT_NONE, PY_ROOT_ARG, PY_ROOT_RETURN, PY_ROOT_CALLER };
 enum py_op { PY_ATTR = 1, PY_INDEX, PY_KEY, PY_ITER, PY_ITER_SEQ, PY_LEN };
@@ -92,8 +96,10 @@ struct pystep {
 	s32 index; // PY_INDEX
 };
 
-#define PYF_LEN 1      // the value is the length of what the steps reach
-#define PYF_ITER_SEQ 2 // steps[iter] walks a list or tuple, else takes the object itself
+enum py_field_flag {
+	PYF_LEN = 1,      // the value is the length of what the steps reach
+	PYF_ITER_SEQ = 2, // steps[iter] walks a list or tuple, else takes the object itself
+};
 
 // 3.10: how a parameter can be passed (a keyword-only one has no position).
 enum py_argkind { PYA_POS, PYA_POSONLY, PYA_KWONLY };
@@ -208,6 +214,14 @@ struct {
 
 const struct pyprog *unused_pyprog __attribute__((unused));
 const struct pylayout *unused_pylayout __attribute__((unused));
+// The enums Go takes from the generated bindings must be in the BTF.
+const enum py_limit *unused_py_limit __attribute__((unused));
+const enum py_root *unused_py_root __attribute__((unused));
+const enum py_op *unused_py_op __attribute__((unused));
+const enum py_tag *unused_py_tag __attribute__((unused));
+const enum py_err *unused_py_err __attribute__((unused));
+const enum py_field_flag *unused_py_field_flag __attribute__((unused));
+const enum py_argkind *unused_py_argkind __attribute__((unused));
 
 // ---- reading ------------------------------------------------------------
 
@@ -304,10 +318,8 @@ static __always_inline struct pyprog *prog_of(u32 site)
 // OBJ type:u64, NONE. It is cut into records of up to PY_BUF bytes (the
 // record header first in each); user space joins them by seq.
 
-#define PY_F_BEGIN 0xf0
-#define PY_F_END 0xf1
-#define PY_F_ERR 0xf2
-#define PY_F_LIST 0xf3
+enum py_mark { PY_F_BEGIN = 0xf0, PY_F_END, PY_F_ERR, PY_F_LIST };
+const enum py_mark *unused_py_mark __attribute__((unused));
 
 // Writes go to buf at their offset masked to PY_BUF: a no-op for the
 // offsets the bound checks let through, and what tells the verifier every

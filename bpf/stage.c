@@ -79,7 +79,7 @@ struct cuda_snap {
 	u32 pad;
 };
 
-#define EXT_CUDA 1
+enum event_ext { EXT_CUDA = 1 };
 
 // A native stage's record while CUDA probes are armed: the event, the
 // counters, then the string's room for a site that reads one (the record
@@ -93,12 +93,14 @@ struct event_cuda {
 // A Python watchpoint hit; a frame pop of a stage that reads values carries
 // them after it (bpf/pyread.h), in this record and in KIND_PYDATA records
 // that continue it.
-#define W_REFCNT_FAILED 1
-#define W_EXC_KNOWN 2
-#define W_FRAMES 4
-#define W_PAYLOAD 8
-#define W_DROPPED 16 // events of this thread were lost just before this hit
-#define W_CUDA 32
+enum watch_flag {
+	W_REFCNT_FAILED = 1,
+	W_EXC_KNOWN = 2,
+	W_FRAMES = 4,
+	W_PAYLOAD = 8,
+	W_DROPPED = 16, // events of this thread were lost just before this hit
+	W_CUDA = 32,
+};
 
 struct watch_event {
 	u64 boot_ns;
@@ -165,6 +167,9 @@ const struct event_str *unused_event_str __attribute__((unused));
 const struct watch_event *unused_watch_event __attribute__((unused));
 const struct site_config *unused_config __attribute__((unused));
 const struct event_cuda *unused_event_cuda __attribute__((unused));
+const enum kind *unused_kind __attribute__((unused));
+const enum watch_flag *unused_watch_flag __attribute__((unused));
+const enum event_ext *unused_event_ext __attribute__((unused));
 
 // The argument registers and rax, copied out of ctx once: the verifier refuses
 // a ctx access at an offset computed from the site's configuration.

@@ -50,11 +50,116 @@ type StageEventCuda struct {
 	Str  [32]int8
 }
 
+type StageEventExt uint32
+
+const (
+	StageEventExtEXT_CUDA StageEventExt = 1
+)
+
 type StageEventStr struct {
 	_   structs.HostLayout
 	Ev  StageEvent
 	Str [32]int8
 }
+
+type StageKind uint32
+
+const (
+	StageKindKIND_ENTRY  StageKind = 0
+	StageKindKIND_EXIT   StageKind = 1
+	StageKindKIND_WATCH  StageKind = 2
+	StageKindKIND_PYDATA StageKind = 3
+)
+
+type StagePyArgkind uint32
+
+const (
+	StagePyArgkindPYA_POS     StagePyArgkind = 0
+	StagePyArgkindPYA_POSONLY StagePyArgkind = 1
+	StagePyArgkindPYA_KWONLY  StagePyArgkind = 2
+)
+
+type StagePyErr uint32
+
+const (
+	StagePyErrPY_OK          StagePyErr = 0
+	StagePyErrPY_E_READ      StagePyErr = 1
+	StagePyErrPY_E_FREED     StagePyErr = 2
+	StagePyErrPY_E_TYPE      StagePyErr = 3
+	StagePyErrPY_E_NOATTR    StagePyErr = 4
+	StagePyErrPY_E_NOKEY     StagePyErr = 5
+	StagePyErrPY_E_RANGE     StagePyErr = 6
+	StagePyErrPY_E_BIG       StagePyErr = 7
+	StagePyErrPY_E_COMPUTED  StagePyErr = 8
+	StagePyErrPY_E_UNSET     StagePyErr = 9
+	StagePyErrPY_E_NOFRAME   StagePyErr = 10
+	StagePyErrPY_E_NORETURN  StagePyErr = 11
+	StagePyErrPY_E_NOTINT    StagePyErr = 12
+	StagePyErrPY_E_KEYWORD   StagePyErr = 13
+	StagePyErrPY_E_NODEFAULT StagePyErr = 14
+)
+
+type StagePyFieldFlag uint32
+
+const (
+	StagePyFieldFlagPYF_LEN      StagePyFieldFlag = 1
+	StagePyFieldFlagPYF_ITER_SEQ StagePyFieldFlag = 2
+)
+
+type StagePyLimit uint32
+
+const (
+	StagePyLimitPY_MAX_FIELDS StagePyLimit = 8
+	StagePyLimitPY_MAX_STEPS  StagePyLimit = 8
+	StagePyLimitPY_MAX_NAMES  StagePyLimit = 8
+	StagePyLimitPY_NAME_LEN   StagePyLimit = 40
+	StagePyLimitPY_MAX_ITEMS  StagePyLimit = 1024
+	StagePyLimitPY_STR_MAX    StagePyLimit = 128
+	StagePyLimitPY_MAX_MRO    StagePyLimit = 8
+	StagePyLimitPY_MAX_PROBES StagePyLimit = 16
+	StagePyLimitPY_STACK_SCAN StagePyLimit = 64
+	StagePyLimitPY_BUF        StagePyLimit = 16384
+	StagePyLimitPY_SLACK      StagePyLimit = 512
+)
+
+type StagePyMark uint32
+
+const (
+	StagePyMarkPY_F_BEGIN StagePyMark = 240
+	StagePyMarkPY_F_END   StagePyMark = 241
+	StagePyMarkPY_F_ERR   StagePyMark = 242
+	StagePyMarkPY_F_LIST  StagePyMark = 243
+)
+
+type StagePyOp uint32
+
+const (
+	StagePyOpPY_ATTR     StagePyOp = 1
+	StagePyOpPY_INDEX    StagePyOp = 2
+	StagePyOpPY_KEY      StagePyOp = 3
+	StagePyOpPY_ITER     StagePyOp = 4
+	StagePyOpPY_ITER_SEQ StagePyOp = 5
+	StagePyOpPY_LEN      StagePyOp = 6
+)
+
+type StagePyRoot uint32
+
+const (
+	StagePyRootPY_ROOT_NONE   StagePyRoot = 0
+	StagePyRootPY_ROOT_ARG    StagePyRoot = 1
+	StagePyRootPY_ROOT_RETURN StagePyRoot = 2
+	StagePyRootPY_ROOT_CALLER StagePyRoot = 3
+)
+
+type StagePyTag uint32
+
+const (
+	StagePyTagPY_T_NONE StagePyTag = 0
+	StagePyTagPY_T_INT  StagePyTag = 1
+	StagePyTagPY_T_STR  StagePyTag = 2
+	StagePyTagPY_T_BOOL StagePyTag = 3
+	StagePyTagPY_T_OBJ  StagePyTag = 4
+)
 
 type StagePyfield struct {
 	_       structs.HostLayout
@@ -279,6 +384,17 @@ type StageWatchEvent struct {
 	Cuda    StageCudaSnap
 }
 
+type StageWatchFlag uint32
+
+const (
+	StageWatchFlagW_REFCNT_FAILED StageWatchFlag = 1
+	StageWatchFlagW_EXC_KNOWN     StageWatchFlag = 2
+	StageWatchFlagW_FRAMES        StageWatchFlag = 4
+	StageWatchFlagW_PAYLOAD       StageWatchFlag = 8
+	StageWatchFlagW_DROPPED       StageWatchFlag = 16
+	StageWatchFlagW_CUDA          StageWatchFlag = 32
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -316,10 +432,21 @@ const (
 	StageVarUnusedConfig        = "unused_config"
 	StageVarUnusedEvent         = "unused_event"
 	StageVarUnusedEventCuda     = "unused_event_cuda"
+	StageVarUnusedEventExt      = "unused_event_ext"
 	StageVarUnusedEventStr      = "unused_event_str"
+	StageVarUnusedKind          = "unused_kind"
+	StageVarUnusedPyArgkind     = "unused_py_argkind"
+	StageVarUnusedPyErr         = "unused_py_err"
+	StageVarUnusedPyFieldFlag   = "unused_py_field_flag"
+	StageVarUnusedPyLimit       = "unused_py_limit"
+	StageVarUnusedPyMark        = "unused_py_mark"
+	StageVarUnusedPyOp          = "unused_py_op"
+	StageVarUnusedPyRoot        = "unused_py_root"
+	StageVarUnusedPyTag         = "unused_py_tag"
 	StageVarUnusedPylayout      = "unused_pylayout"
 	StageVarUnusedPyprog        = "unused_pyprog"
 	StageVarUnusedWatchEvent    = "unused_watch_event"
+	StageVarUnusedWatchFlag     = "unused_watch_flag"
 	StageVarWakeupBytes         = "wakeup_bytes"
 )
 
@@ -405,16 +532,27 @@ type StageMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type StageVariableSpecs struct {
-	BenchOmit        *ebpf.VariableSpec `ebpf:"bench_omit"`
-	CudaOn           *ebpf.VariableSpec `ebpf:"cuda_on"`
-	UnusedConfig     *ebpf.VariableSpec `ebpf:"unused_config"`
-	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedEventCuda  *ebpf.VariableSpec `ebpf:"unused_event_cuda"`
-	UnusedEventStr   *ebpf.VariableSpec `ebpf:"unused_event_str"`
-	UnusedPylayout   *ebpf.VariableSpec `ebpf:"unused_pylayout"`
-	UnusedPyprog     *ebpf.VariableSpec `ebpf:"unused_pyprog"`
-	UnusedWatchEvent *ebpf.VariableSpec `ebpf:"unused_watch_event"`
-	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	BenchOmit         *ebpf.VariableSpec `ebpf:"bench_omit"`
+	CudaOn            *ebpf.VariableSpec `ebpf:"cuda_on"`
+	UnusedConfig      *ebpf.VariableSpec `ebpf:"unused_config"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventCuda   *ebpf.VariableSpec `ebpf:"unused_event_cuda"`
+	UnusedEventExt    *ebpf.VariableSpec `ebpf:"unused_event_ext"`
+	UnusedEventStr    *ebpf.VariableSpec `ebpf:"unused_event_str"`
+	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedPyArgkind   *ebpf.VariableSpec `ebpf:"unused_py_argkind"`
+	UnusedPyErr       *ebpf.VariableSpec `ebpf:"unused_py_err"`
+	UnusedPyFieldFlag *ebpf.VariableSpec `ebpf:"unused_py_field_flag"`
+	UnusedPyLimit     *ebpf.VariableSpec `ebpf:"unused_py_limit"`
+	UnusedPyMark      *ebpf.VariableSpec `ebpf:"unused_py_mark"`
+	UnusedPyOp        *ebpf.VariableSpec `ebpf:"unused_py_op"`
+	UnusedPyRoot      *ebpf.VariableSpec `ebpf:"unused_py_root"`
+	UnusedPyTag       *ebpf.VariableSpec `ebpf:"unused_py_tag"`
+	UnusedPylayout    *ebpf.VariableSpec `ebpf:"unused_pylayout"`
+	UnusedPyprog      *ebpf.VariableSpec `ebpf:"unused_pyprog"`
+	UnusedWatchEvent  *ebpf.VariableSpec `ebpf:"unused_watch_event"`
+	UnusedWatchFlag   *ebpf.VariableSpec `ebpf:"unused_watch_flag"`
+	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // StageObjects contains all objects after they have been loaded into the kernel.
@@ -476,16 +614,27 @@ func (m *StageMaps) Close() error {
 //
 // It can be passed to LoadStageObjects or ebpf.CollectionSpec.LoadAndAssign.
 type StageVariables struct {
-	BenchOmit        *ebpf.Variable `ebpf:"bench_omit"`
-	CudaOn           *ebpf.Variable `ebpf:"cuda_on"`
-	UnusedConfig     *ebpf.Variable `ebpf:"unused_config"`
-	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
-	UnusedEventCuda  *ebpf.Variable `ebpf:"unused_event_cuda"`
-	UnusedEventStr   *ebpf.Variable `ebpf:"unused_event_str"`
-	UnusedPylayout   *ebpf.Variable `ebpf:"unused_pylayout"`
-	UnusedPyprog     *ebpf.Variable `ebpf:"unused_pyprog"`
-	UnusedWatchEvent *ebpf.Variable `ebpf:"unused_watch_event"`
-	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
+	BenchOmit         *ebpf.Variable `ebpf:"bench_omit"`
+	CudaOn            *ebpf.Variable `ebpf:"cuda_on"`
+	UnusedConfig      *ebpf.Variable `ebpf:"unused_config"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventCuda   *ebpf.Variable `ebpf:"unused_event_cuda"`
+	UnusedEventExt    *ebpf.Variable `ebpf:"unused_event_ext"`
+	UnusedEventStr    *ebpf.Variable `ebpf:"unused_event_str"`
+	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedPyArgkind   *ebpf.Variable `ebpf:"unused_py_argkind"`
+	UnusedPyErr       *ebpf.Variable `ebpf:"unused_py_err"`
+	UnusedPyFieldFlag *ebpf.Variable `ebpf:"unused_py_field_flag"`
+	UnusedPyLimit     *ebpf.Variable `ebpf:"unused_py_limit"`
+	UnusedPyMark      *ebpf.Variable `ebpf:"unused_py_mark"`
+	UnusedPyOp        *ebpf.Variable `ebpf:"unused_py_op"`
+	UnusedPyRoot      *ebpf.Variable `ebpf:"unused_py_root"`
+	UnusedPyTag       *ebpf.Variable `ebpf:"unused_py_tag"`
+	UnusedPylayout    *ebpf.Variable `ebpf:"unused_pylayout"`
+	UnusedPyprog      *ebpf.Variable `ebpf:"unused_pyprog"`
+	UnusedWatchEvent  *ebpf.Variable `ebpf:"unused_watch_event"`
+	UnusedWatchFlag   *ebpf.Variable `ebpf:"unused_watch_flag"`
+	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // StagePrograms contains all programs after they have been loaded into the kernel.

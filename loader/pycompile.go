@@ -53,32 +53,32 @@ type PyProgram struct {
 
 // Limits of the BPF reader (bpf/pyread.h).
 const (
-	pyMaxFields = 8
-	pyMaxSteps  = 8
-	pyMaxNames  = 8
-	pyNameLen   = 40
-	pyStrMax    = 128
+	pyMaxFields = int(bpf.StagePyLimitPY_MAX_FIELDS)
+	pyMaxSteps  = int(bpf.StagePyLimitPY_MAX_STEPS)
+	pyMaxNames  = int(bpf.StagePyLimitPY_MAX_NAMES)
+	pyNameLen   = int(bpf.StagePyLimitPY_NAME_LEN)
+	pyStrMax    = int(bpf.StagePyLimitPY_STR_MAX)
 )
 
 // Root kinds and step ops of bpf/pyread.h.
 const (
-	pyRootArg    = 1
-	pyRootReturn = 2
-	pyRootCaller = 3
+	pyRootArg    = uint8(bpf.StagePyRootPY_ROOT_ARG)
+	pyRootReturn = uint8(bpf.StagePyRootPY_ROOT_RETURN)
+	pyRootCaller = uint8(bpf.StagePyRootPY_ROOT_CALLER)
 
-	pyOpAttr    = 1
-	pyOpIndex   = 2
-	pyOpKey     = 3
-	pyOpIter    = 4
-	pyOpIterSeq = 5
-	pyOpLen     = 6
+	pyOpAttr    = uint8(bpf.StagePyOpPY_ATTR)
+	pyOpIndex   = uint8(bpf.StagePyOpPY_INDEX)
+	pyOpKey     = uint8(bpf.StagePyOpPY_KEY)
+	pyOpIter    = uint8(bpf.StagePyOpPY_ITER)
+	pyOpIterSeq = uint8(bpf.StagePyOpPY_ITER_SEQ)
+	pyOpLen     = uint8(bpf.StagePyOpPY_LEN)
 
-	pyfLen     = 1
-	pyfIterSeq = 2
+	pyfLen     = uint8(bpf.StagePyFieldFlagPYF_LEN)
+	pyfIterSeq = uint8(bpf.StagePyFieldFlagPYF_ITER_SEQ)
 
-	pyArgPos     = 0 // positional or keyword
-	pyArgPosOnly = 1
-	pyArgKwOnly  = 2
+	pyArgPos     = uint8(bpf.StagePyArgkindPYA_POS) // positional or keyword
+	pyArgPosOnly = uint8(bpf.StagePyArgkindPYA_POSONLY)
+	pyArgKwOnly  = uint8(bpf.StagePyArgkindPYA_KWONLY)
 )
 
 // ReturnArg names a stage's return value where a spec names an argument.
@@ -204,7 +204,7 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 	if len(steps) > pyMaxSteps {
 		return fmt.Errorf("%s: %d steps, more than %d", full, len(steps), pyMaxSteps)
 	}
-	f.Iter = pyMaxSteps
+	f.Iter = uint8(pyMaxSteps)
 	if iter >= 0 {
 		f.Iter = uint8(iter)
 	}
@@ -239,7 +239,7 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 		}
 	}
 	f.Nsteps = uint8(len(steps))
-	f.Maxstr = pyStrMax
+	f.Maxstr = uint8(pyStrMax)
 	texts := []string{arg}
 	for _, s := range steps {
 		t := s.Text

@@ -33,28 +33,37 @@ type PyReadError struct {
 	Detail uint64
 }
 
-// Reasons of bpf/pyread.h's enum py_err.
-var pyErrText = []string{
-	"", "unreadable memory", "the object was freed (a temporary argument?)", "not the type the path needs",
-	"no such attribute", "no such key", "index out of range", "too big (items, string or dict probes)",
-	"a property: computed by Python code, not readable", "not set", "the call's frame was not found",
-	"no return value (it returned a constant or raised)", "an int wider than 64 bits",
-	"not passed by position, and the call's keyword arguments cannot be found (a bound method kept in a local, or **kwargs not a dict)",
-	"not passed, and the function has no default for it",
+// Reasons of bpf/pyread.h's enum py_err, keyed by the generated values
+// (TestPyErrText: every reason the C names has its text).
+var pyErrText = map[bpf.StagePyErr]string{
+	bpf.StagePyErrPY_E_READ:      "unreadable memory",
+	bpf.StagePyErrPY_E_FREED:     "the object was freed (a temporary argument?)",
+	bpf.StagePyErrPY_E_TYPE:      "not the type the path needs",
+	bpf.StagePyErrPY_E_NOATTR:    "no such attribute",
+	bpf.StagePyErrPY_E_NOKEY:     "no such key",
+	bpf.StagePyErrPY_E_RANGE:     "index out of range",
+	bpf.StagePyErrPY_E_BIG:       "too big (items, string or dict probes)",
+	bpf.StagePyErrPY_E_COMPUTED:  "a property: computed by Python code, not readable",
+	bpf.StagePyErrPY_E_UNSET:     "not set",
+	bpf.StagePyErrPY_E_NOFRAME:   "the call's frame was not found",
+	bpf.StagePyErrPY_E_NORETURN:  "no return value (it returned a constant or raised)",
+	bpf.StagePyErrPY_E_NOTINT:    "an int wider than 64 bits",
+	bpf.StagePyErrPY_E_KEYWORD:   "not passed by position, and the call's keyword arguments cannot be found (a bound method kept in a local, or **kwargs not a dict)",
+	bpf.StagePyErrPY_E_NODEFAULT: "not passed, and the function has no default for it",
 }
 
 const (
-	pyErrRead     = 1
-	pyErrFreed    = 2
-	pyErrType     = 3
-	pyErrNoFrame  = 10
-	pyErrNoReturn = 11
+	pyErrRead     = uint8(bpf.StagePyErrPY_E_READ)
+	pyErrFreed    = uint8(bpf.StagePyErrPY_E_FREED)
+	pyErrType     = uint8(bpf.StagePyErrPY_E_TYPE)
+	pyErrNoFrame  = uint8(bpf.StagePyErrPY_E_NOFRAME)
+	pyErrNoReturn = uint8(bpf.StagePyErrPY_E_NORETURN)
 )
 
 func (e *PyReadError) Error() string {
 	msg := fmt.Sprintf("error %d", e.Code)
-	if int(e.Code) < len(pyErrText) {
-		msg = pyErrText[e.Code]
+	if text, ok := pyErrText[bpf.StagePyErr(e.Code)]; ok {
+		msg = text
 	}
 	if e.Item >= 0 {
 		msg = fmt.Sprintf("item %d: %s", e.Item, msg)
@@ -70,16 +79,16 @@ func (e *PyReadError) Error() string {
 
 // Markers and tags of the payload stream.
 const (
-	pfBegin = 0xf0
-	pfEnd   = 0xf1
-	pfErr   = 0xf2
-	pfList  = 0xf3
+	pfBegin = uint8(bpf.StagePyMarkPY_F_BEGIN)
+	pfEnd   = uint8(bpf.StagePyMarkPY_F_END)
+	pfErr   = uint8(bpf.StagePyMarkPY_F_ERR)
+	pfList  = uint8(bpf.StagePyMarkPY_F_LIST)
 
-	ptNone = 0
-	ptInt  = 1
-	ptStr  = 2
-	ptBool = 3
-	ptObj  = 4
+	ptNone = uint8(bpf.StagePyTagPY_T_NONE)
+	ptInt  = uint8(bpf.StagePyTagPY_T_INT)
+	ptStr  = uint8(bpf.StagePyTagPY_T_STR)
+	ptBool = uint8(bpf.StagePyTagPY_T_BOOL)
+	ptObj  = uint8(bpf.StagePyTagPY_T_OBJ)
 )
 
 // decodePyPayload splits a call's payload into its fields (n of them).

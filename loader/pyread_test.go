@@ -462,3 +462,37 @@ func TestWatchDropNotes(t *testing.T) {
 		t.Errorf("its pop: ok %v exit %v Dropped %d Depth %d, want an exit at depth 1, no drop", ok, ev.Exit, ev.Dropped, ev.Depth)
 	}
 }
+
+// Every reason bpf/pyread.h's enum py_err names has its text, and no text
+// is kept for a reason the C does not name: a reason added or reordered
+// in the C cannot be shown as another's.
+func TestPyErrText(t *testing.T) {
+	spec, err := bpf.LoadStage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enum *btf.Enum
+	if err := spec.Types.TypeByName("py_err", &enum); err != nil {
+		t.Fatal(err)
+	}
+	named := map[bpf.StagePyErr]bool{}
+	for _, v := range enum.Values {
+		code := bpf.StagePyErr(v.Value)
+		named[code] = true
+		if v.Name == "PY_OK" {
+			continue
+		}
+		msg := (&PyReadError{Code: uint8(code), Item: -1}).Error()
+		if _, ok := pyErrText[code]; !ok || strings.HasPrefix(msg, "error ") {
+			t.Errorf("%s (%d) has no text: %q", v.Name, v.Value, msg)
+		}
+	}
+	for code, text := range pyErrText {
+		if !named[code] {
+			t.Errorf("text %q for code %d, which enum py_err does not name", text, code)
+		}
+	}
+	if len(named) < 10 {
+		t.Errorf("enum py_err has %d values in the BTF: the generated enums are not the C's", len(named))
+	}
+}

@@ -11,12 +11,12 @@ import (
 // bpf/stage.c: every record starts with the same header, whose kind byte
 // says which struct it is (TestRecordLayout ties the offsets to the C).
 
-// Kinds of bpf/stage.c's enum kind.
+// Kinds of bpf/stage.c's enum kind (generated: bpf2go -type kind).
 const (
-	kindEntry  = 0
-	kindExit   = 1
-	kindWatch  = 2
-	kindPyData = 3
+	kindEntry  = uint8(bpf.StageKindKIND_ENTRY)
+	kindExit   = uint8(bpf.StageKindKIND_EXIT)
+	kindWatch  = uint8(bpf.StageKindKIND_WATCH)
+	kindPyData = uint8(bpf.StageKindKIND_PYDATA)
 )
 
 // kindOffset is where the kind byte sits: after boot_ns, pid, tid, site.
@@ -48,7 +48,7 @@ func view[T any](raw []byte) (*T, bool) {
 
 // extCUDA is bpf/stage.c's EXT_CUDA: the thread's CUDA counters follow
 // the event (event_cuda).
-const extCUDA = 1
+const extCUDA = uint8(bpf.StageEventExtEXT_CUDA)
 
 // cudaRecordLen is the length of an event_cuda record whose site reads
 // no string: it ends where the string's room would begin.

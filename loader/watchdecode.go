@@ -144,14 +144,14 @@ func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
 	return HitEntry
 }
 
-// Bits of watch_event.flags (bpf/stage.c).
+// Bits of watch_event.flags (bpf/stage.c's enum watch_flag, generated).
 const (
-	wRefcntFailed = 1
-	wExcKnown     = 2
-	wFrames       = 4
-	wPayload      = 8
-	wDropped      = 16 // events of the thread were lost just before this hit
-	wCUDA         = 32 // the thread's CUDA counters are in the record
+	wRefcntFailed = uint8(bpf.StageWatchFlagW_REFCNT_FAILED)
+	wExcKnown     = uint8(bpf.StageWatchFlagW_EXC_KNOWN)
+	wFrames       = uint8(bpf.StageWatchFlagW_FRAMES)
+	wPayload      = uint8(bpf.StageWatchFlagW_PAYLOAD)
+	wDropped      = uint8(bpf.StageWatchFlagW_DROPPED) // events of the thread were lost just before this hit
+	wCUDA         = uint8(bpf.StageWatchFlagW_CUDA)    // the thread's CUDA counters are in the record
 )
 
 // otherReference tells, from the frames of the function watch_hit counted
