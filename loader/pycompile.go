@@ -166,15 +166,34 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 		}
 		return fmt.Errorf("%s: %w", full, err)
 	}
-	steps, err := pyproc.ParsePath(path)
+	steps, err := pathSteps(&f, full, path, id, ids, length)
 	if err != nil {
 		return err
+	}
+	if err := c.encodeSteps(&f, full, steps, length); err != nil {
+		return err
+	}
+	f.Nsteps = uint8(len(steps))
+	f.Maxstr = uint8(pyStrMax)
+	texts := stepTexts(arg, steps)
+	c.out.Prog.Fields[len(c.out.Fields)] = f
+	c.out.Fields = append(c.out.Fields, PyField{Role: role, Path: full, Steps: texts})
+	return nil
+}
+
+// pathSteps parses path and id into the steps the reader takes, and sets
+// f's walk: its [*] (f.Iter, or pyMaxSteps for none), a walk of a list of
+// requests where ids gives no [*] (pyfIterSeq), the length (pyfLen).
+func pathSteps(f *bpf.StagePyfield, full, path, id string, ids, length bool) ([]pyproc.PathStep, error) {
+	steps, err := pyproc.ParsePath(path)
+	if err != nil {
+		return nil, err
 	}
 	iter := -1
 	for i, s := range steps {
 		if s.All {
 			if iter >= 0 {
-				return fmt.Errorf("%s: more than one [*]", full)
+				return nil, fmt.Errorf("%s: more than one [*]", full)
 			}
 			iter = i
 		}
@@ -188,11 +207,11 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 	if id != "" {
 		more, err := pyproc.ParsePath(id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, s := range more {
 			if s.All {
-				return fmt.Errorf("%s: [*] in a request's id", full)
+				return nil, fmt.Errorf("%s: [*] in a request's id", full)
 			}
 		}
 		steps = append(steps, more...)
@@ -202,12 +221,18 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 		f.Flags |= pyfLen
 	}
 	if len(steps) > pyMaxSteps {
-		return fmt.Errorf("%s: %d steps, more than %d", full, len(steps), pyMaxSteps)
+		return nil, fmt.Errorf("%s: %d steps, more than %d", full, len(steps), pyMaxSteps)
 	}
 	f.Iter = uint8(pyMaxSteps)
 	if iter >= 0 {
 		f.Iter = uint8(iter)
 	}
+	return steps, nil
+}
+
+// encodeSteps writes each step's op (and its name's index, or its index)
+// into f.
+func (c *pyCompiler) encodeSteps(f *bpf.StagePyfield, full string, steps []pyproc.PathStep, length bool) error {
 	for i, s := range steps {
 		st := &f.Steps[i]
 		switch {
@@ -215,7 +240,7 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 			st.Op = pyOpLen
 		case s.All:
 			st.Op = pyOpIter
-			if f.Flags&pyfIterSeq != 0 && i == iter {
+			if f.Flags&pyfIterSeq != 0 && i == int(f.Iter) {
 				st.Op = pyOpIterSeq
 			}
 		case s.Attr != "":
@@ -238,8 +263,11 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 			st.Name = uint8(ix)
 		}
 	}
-	f.Nsteps = uint8(len(steps))
-	f.Maxstr = uint8(pyStrMax)
+	return nil
+}
+
+// stepTexts is each step's text after arg's, for saying where a read failed.
+func stepTexts(arg string, steps []pyproc.PathStep) []string {
 	texts := []string{arg}
 	for _, s := range steps {
 		t := s.Text
@@ -251,9 +279,7 @@ func (c *pyCompiler) field(role PyRole, arg, path, id string, fromCaller, ids, l
 		}
 		texts = append(texts, t)
 	}
-	c.out.Prog.Fields[len(c.out.Fields)] = f
-	c.out.Fields = append(c.out.Fields, PyField{Role: role, Path: full, Steps: texts})
-	return nil
+	return texts
 }
 
 // root says where arg is at the pop: a slot of the returning frame (3.11+),
