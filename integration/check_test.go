@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 // TestProbesCheckLive: `probes check --pid` against today's SGLang-shaped
@@ -21,7 +23,7 @@ import (
 // target runs to its end unharmed.
 func TestProbesCheckLive(t *testing.T) {
 	needRoot(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)
 	}

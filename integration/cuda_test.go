@@ -14,6 +14,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanschema"
 	"github.com/specprobe/specprobe/tracer"
@@ -220,7 +221,7 @@ func TestCUDANativeEngine(t *testing.T) {
 // records carry the counters): each call's launches, graph and sync.
 func TestCUDAPythonStage(t *testing.T) {
 	needWatchpoints(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)
 	}

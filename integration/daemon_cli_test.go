@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/specprobe/specprobe/export/otlptest"
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 // daemonCLI is `specprobe daemon` running as its own process.
@@ -187,7 +188,7 @@ func TestDaemonLeastCapabilities(t *testing.T) {
 	d.waitFor(t, fmt.Sprintf("native PID %d attached", pid), func() bool { return d.attached(pid) })
 	target.release(t)
 	waitExit(t, target, 0)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if _, err := os.Stat(py); err == nil {
 		cmd, _ := launch(t, py, filepath.Join(repoRoot(t), "pytargets", "run_sglang.py"), "--requests", "4", "--wait-signal")
 		d.waitFor(t, "the Python target attached", func() bool { return d.attached(cmd.Process.Pid) })

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -257,12 +258,12 @@ func TestDaemonFindsTargets(t *testing.T) {
 		{"specdemo", []string{demoBinary(t, "specdemo"), "--threads", "2", "--batch", "3", "--requests", "12"}, false},
 		{"specdemo-cet", []string{demoBinary(t, "specdemo-cet"), "--threads", "1", "--requests", "8"}, false},
 	}
-	for _, py := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/usr/bin/python3.11"} {
+	for _, py := range []string{testinterp.Py312, testinterp.Debian311} {
 		if _, err := os.Stat(py); err == nil {
 			targets = append(targets, target{"sglang " + py, []string{py, script, "--requests", "8", "--work-scale", "8"}, true})
 		}
 	}
-	if py := "/root/.pyenv/versions/3.13.0/bin/python3"; fileExists(py) {
+	if py := testinterp.Py313; fileExists(py) {
 		vllm := filepath.Join(repoRoot(t), "pytargets", "run_vllm.py")
 		targets = append(targets, target{"vllm " + py, []string{py, vllm, "--requests", "8", "--work-scale", "8"}, true})
 	}
@@ -342,7 +343,7 @@ func TestDaemonContainers(t *testing.T) {
 		}
 		compareWithTruth(t, f.spansOf(pid), truth)
 	})
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	t.Run("python, own PID namespace", func(t *testing.T) {
 		if _, err := os.Stat(py); err != nil {
 			t.Skipf("interpreter %s not installed", py)
@@ -427,7 +428,7 @@ func TestDaemonChurn(t *testing.T) {
 // must not win). Either way the spans of the run equal the target's log.
 func TestDaemonWorkerVariant(t *testing.T) {
 	needWatchpoints(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)
 	}
@@ -474,7 +475,7 @@ func TestDaemonWorkerVariant(t *testing.T) {
 // the function has, counted as spec_mismatch, and no second try.
 func TestDaemonRefusesDrift(t *testing.T) {
 	needRoot(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/loader"
 )
 
@@ -23,7 +24,7 @@ import (
 // and so does the first while a debugger (gdb) holds all four.
 func TestDebugRegisters(t *testing.T) {
 	needWatchpoints(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)
 	}

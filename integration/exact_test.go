@@ -18,6 +18,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
@@ -287,7 +288,7 @@ func TestExactAtBatchSizes(t *testing.T) {
 // CPU hog, and several threads each with its own loop.
 func TestExactStageLengths(t *testing.T) {
 	needWatchpoints(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("interpreter %s not installed", py)
 	}

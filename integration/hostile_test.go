@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/export/otlptest"
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 // The node is hostile: every file, ELF header and byte of process memory
@@ -271,7 +272,7 @@ func sectionHeader(t *testing.T, b []byte, name string) int {
 // the unprivileged user can run) with args.
 func hostilePython(t *testing.T, args ...string) int {
 	script := userCopy(t, userDir(t), "pyproc", "testdata", "hostile_modules.py")
-	cmd, _ := runAs(t, true, append([]string{"/usr/bin/python3.11", script}, args...)...)
+	cmd, _ := runAs(t, true, append([]string{testinterp.Debian311, script}, args...)...)
 	return cmd.Process.Pid
 }
 
@@ -293,7 +294,7 @@ func forkStorm(t *testing.T) {
 // then it imports SGLang's worker module. The daemon must refuse it
 // without ever opening the decoy (watched with inotify).
 func coveredInterpreter(t *testing.T, dir string) int {
-	py, err := os.ReadFile("/usr/bin/python3.11")
+	py, err := os.ReadFile(testinterp.Debian311)
 	if err != nil {
 		t.Skip("no /usr/bin/python3.11 for the unprivileged user")
 	}
@@ -310,7 +311,7 @@ func coveredInterpreter(t *testing.T, dir string) int {
 	}
 	watch := watchOpens(t, decoy)
 	script := userCopy(t, dir, "integration", "testdata", "cover_interpreter.py")
-	cmd, stdin := runAs(t, true, "unshare", "-Urm", "/usr/bin/python3.11", script, decoy, filepath.Join(dir, "mods"))
+	cmd, stdin := runAs(t, true, "unshare", "-Urm", testinterp.Debian311, script, decoy, filepath.Join(dir, "mods"))
 	_, _ = io.WriteString(stdin, "import\n")
 	t.Cleanup(func() {
 		if n := watch(); n > 0 {
@@ -397,7 +398,7 @@ func (d *daemonCLI) listed(pid int) bool {
 // check can see it where it is.
 func TestNoSecretExported(t *testing.T) {
 	needWatchpoints(t)
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	if !fileExists(py) {
 		t.Skipf("interpreter %s not installed", py)
 	}

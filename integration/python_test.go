@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -21,13 +22,7 @@ import (
 )
 
 // interpreters are the CPython builds docs/design.md describes; the test covers every one present.
-var interpreters = []string{
-	"/root/.pyenv/versions/3.10.13/bin/python3",
-	"/root/.pyenv/versions/3.11.7/bin/python3",
-	"/root/.pyenv/versions/3.12.1/bin/python3",
-	"/root/.pyenv/versions/3.13.0/bin/python3",
-	"/usr/bin/python3.11",
-}
+var interpreters = testinterp.Paths()
 
 // TestWatchpointCountsCalls arms a watchpoint on a Python function's code
 // object and checks it sees exactly one entry and one exit per call, on every

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -125,7 +126,7 @@ func TestSGLangCaveats(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	cases := map[string][]string{
 		"--read-code":  interpreters,
-		"--hold-frame": {"/root/.pyenv/versions/3.12.1/bin/python3", "/root/.pyenv/versions/3.13.0/bin/python3"},
+		"--hold-frame": {testinterp.Py312, testinterp.Py313},
 	}
 	for flag, pys := range cases {
 		for _, py := range pys {
@@ -186,7 +187,7 @@ func requireEvery(t *testing.T, res *tracer.Result, matched, total int) {
 // (docs/python-notes.md): those are left out, not skipped.
 func TestSGLangStageRaises(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
-	for _, py := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/root/.pyenv/versions/3.13.0/bin/python3"} {
+	for _, py := range []string{testinterp.Py312, testinterp.Py313} {
 		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
 			sglangRun(t, spec, script, py, "--raise-in-verify", "4")
 		})

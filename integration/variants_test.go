@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/specprobe/specprobe/daemon"
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -89,7 +90,7 @@ func TestCatalogSurvivesRename(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, py := range []string{interpreters[0], "/root/.pyenv/versions/3.12.1/bin/python3"} {
+		for _, py := range []string{interpreters[0], testinterp.Py312} {
 			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
 				cmd, log := startPyTarget(t, script, py, "--shape", "autumn2026", "--worker", w.worker)
 				traceCompare(t, spec, cmd, log, nil, 0)
@@ -105,7 +106,7 @@ func TestCatalogSurvivesRename(t *testing.T) {
 func TestDriftRefused(t *testing.T) {
 	_, script := pySpec(t, "sglang", "run_sglang.py")
 	spec := autumnSpecs(t, "sglang")[0]
-	cmd, _ := startPyTarget(t, script, "/root/.pyenv/versions/3.12.1/bin/python3")
+	cmd, _ := startPyTarget(t, script, testinterp.Py312)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := tracer.Run(ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, ImportWait: 5 * time.Second})
@@ -377,7 +378,7 @@ func TestSGLangLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	py := "/root/.pyenv/versions/3.12.1/bin/python3"
+	py := testinterp.Py312
 	l := startLauncher(t, py, 2)
 	if spec, _ := detect(t, catalog, l.cmd.Process.Pid); spec != nil {
 		t.Fatalf("the launcher was taken for %s", spec.Engine)
@@ -417,7 +418,7 @@ func TestDaemonSkipsLauncher(t *testing.T) {
 	cfg := daemon.Defaults()
 	cfg.Listen = "127.0.0.1:0"
 	f := startFleet(t, cfg)
-	l := startLauncher(t, "/root/.pyenv/versions/3.12.1/bin/python3", 2)
+	l := startLauncher(t, testinterp.Py312, 2)
 	traced := l.pidOf(t, 0)
 	ours := map[int]bool{l.cmd.Process.Pid: true}
 	for _, pid := range l.ranks {

@@ -87,7 +87,7 @@ const ReturnArg = probes.ReturnArg
 // PyCompileInput is what compiling a stage's reads needs to know.
 type PyCompileInput struct {
 	Stage      *probes.Stage
-	Minor      int               // CPython 3.<Minor>
+	Traits     pyproc.Traits     // the interpreter's
 	Code       *pyproc.CodeSlots // the stage's code object
 	Caller     *pyproc.CodeSlots // read_from's code object, if any
 	CallerAddr uint64
@@ -291,7 +291,7 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 		if fromCaller {
 			return fmt.Errorf("the return value is the stage's own, not its caller's")
 		}
-		if in.Minor == 10 {
+		if in.Traits.ArgsInCaller {
 			// frame_dealloc may drop the code before it parks the frame,
 			// and then nothing at the trap leads to the returned value.
 			return fmt.Errorf("a return value can be read on CPython 3.11 and later, not 3.10")
@@ -327,7 +327,7 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 		if code.Cell[slot] {
 			f.Cell = 1
 		}
-	case in.Minor == 10:
+	case in.Traits.ArgsInCaller:
 		if err := c.arg310(f, code, arg, slot); err != nil {
 			return err
 		}

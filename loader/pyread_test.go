@@ -115,7 +115,7 @@ func TestCompilePython(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := spec(t, tc.stage).Stages["verify"]
-			p, err := CompilePython(PyCompileInput{Stage: st, Minor: tc.minor, Code: code, Hash: hashOf})
+			p, err := CompilePython(PyCompileInput{Stage: st, Traits: pyproc.Version{Major: 3, Minor: tc.minor}.Traits(), Code: code, Hash: hashOf})
 			if tc.err != "" {
 				var missing *MissingNameError
 				if err == nil || !strings.Contains(err.Error(), tc.err) || errorsAs(err, &missing) != tc.missing {
@@ -184,7 +184,7 @@ func TestCompilePython310Args(t *testing.T) {
 	} {
 		t.Run(tc.arg, func(t *testing.T) {
 			st := spec(t, "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs}\n    when: {arg: "+tc.arg+", equals: false}\n").Stages["verify"]
-			p, err := CompilePython(PyCompileInput{Stage: st, Minor: 10, Code: code, Hash: hashOf})
+			p, err := CompilePython(PyCompileInput{Stage: st, Traits: pyproc.Version{Major: 3, Minor: 10}.Traits(), Code: code, Hash: hashOf})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
@@ -211,13 +211,13 @@ func TestCompilePython310Args(t *testing.T) {
 		many.Names = append(many.Names, fmt.Sprintf("a%d", i))
 	}
 	st := spec(t, "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: a1, path: reqs}\n    when: {arg: a13, equals: false}\n").Stages["verify"]
-	if p, err := CompilePython(PyCompileInput{Stage: st, Minor: 10, Code: many, Hash: hashOf}); err != nil || p.Prog.Fields[1].Slot != 13 {
+	if p, err := CompilePython(PyCompileInput{Stage: st, Traits: pyproc.Version{Major: 3, Minor: 10}.Traits(), Code: many, Hash: hashOf}); err != nil || p.Prog.Fields[1].Slot != 13 {
 		t.Errorf("argument 13: %v", err)
 	}
 	// A name that cannot be looked up in a dict cannot be read by keyword.
 	long := &pyproc.CodeSlots{Names: []string{strings.Repeat("x", 41)}, Cell: []bool{false}, ArgCount: 1, NameAddr: []uint64{0x1000}}
 	st = spec(t, "  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: "+long.Names[0]+", path: reqs}\n").Stages["verify"]
-	if _, err := CompilePython(PyCompileInput{Stage: st, Minor: 10, Code: long, Hash: hashOf}); err == nil || !strings.Contains(err.Error(), "passed by keyword") {
+	if _, err := CompilePython(PyCompileInput{Stage: st, Traits: pyproc.Version{Major: 3, Minor: 10}.Traits(), Code: long, Hash: hashOf}); err == nil || !strings.Contains(err.Error(), "passed by keyword") {
 		t.Errorf("a 41-byte parameter name: %v", err)
 	}
 }

@@ -149,7 +149,7 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 	if err != nil {
 		return err
 	}
-	in := PyCompileInput{Stage: t.Stage, Minor: proc.Version().Minor, Code: code, Hash: proc.NameHash}
+	in := PyCompileInput{Stage: t.Stage, Traits: proc.Version().Traits(), Code: code, Hash: proc.NameHash}
 	if t.ReadFrom != nil {
 		if in.Caller, err = proc.CodeSlots(t.ReadFrom.Addr); err != nil {
 			return err
@@ -160,7 +160,7 @@ func compileTarget(proc *pyproc.Process, t *PyTarget) error {
 	if err != nil {
 		return err
 	}
-	if in.Minor == 10 {
+	if in.Traits.ArgsInCaller {
 		if kept, ok := withoutReturnReads(st); ok {
 			st = kept
 			t.Degraded = "on CPython 3.10 a return value cannot be read (the frame is cleared before its code is released): its spans carry no accepted counts"
@@ -232,12 +232,8 @@ func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 	if sym != nil {
 		s.hits.namer = sym
 	}
-	// From 3.12 a frame object that outlives its call (a traceback, a kept
-	// sys._getframe()) takes a reference of its own to the code when the
-	// call ends, and drops it in frame_dealloc: there that -1 is no call's end.
-	s.hits.frameObjectOwnsCode = v.Major == 3 && v.Minor >= 12
-	// 3.11 clears a returning frame before it stops being the current one.
-	s.hits.popsCurrentFrame = v.Major == 3 && v.Minor == 11
+	tr := v.Traits()
+	s.hits.frameObjectOwnsCode, s.hits.popsCurrentFrame = tr.FrameObjectOwnsCode, tr.PopsCurrentFrame
 	if err := s.setFrameLayout(proc.Layout(), sym); err != nil {
 		return err
 	}
@@ -344,7 +340,7 @@ func (s *Session) setFrameLayout(l pyproc.Layout, sym *Symbolizer) error {
 		FrameCode: l.FrameCode, FramePrevious: l.FramePrevious, CodeTagBits: l.FrameCodeTagBits,
 		Enabled: 1,
 	}
-	if l.Version.Major == 3 && l.Version.Minor >= 12 {
+	if l.Version.Traits().ExcIsObject {
 		cfg.ExcIsObject = 1
 	}
 	// Where no symbol names the frame-pop functions (a stripped build), a

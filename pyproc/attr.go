@@ -218,12 +218,12 @@ func (e *evaluator) attrWith(obj uint64, hint block, name, where string) (uint64
 func (e *evaluator) instanceStore(obj uint64, ti *typeInfo) (dict, values uint64, err error) {
 	l := &e.p.layout
 	switch {
-	case ti.flags&flagManagedDict != 0 && l.Version.atLeast(3, 11):
+	case ti.flags&flagManagedDict != 0 && l.Version.Traits().ManagedDict != 0:
 		pre, err := e.read(obj-0x20, 0x10)
 		if err != nil {
 			return 0, 0, fmt.Errorf("managed dict: %w", err)
 		}
-		switch w0, w1 := pre.u64(0), pre.u64(8); l.Version.Minor {
+		switch w0, w1 := pre.u64(0), pre.u64(8); l.Version.Traits().ManagedDict {
 		case 11:
 			values, dict = w0, w1
 		case 12:

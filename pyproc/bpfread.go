@@ -34,17 +34,6 @@ type TrapTypes struct {
 	List, Tuple, Dict, Str, Long, Bool, Function, Method, Member, Cell, Property, GetSet, None uint64
 }
 
-// opcodes per minor version: RETURN_VALUE, INSTRUMENTED_RETURN_VALUE, and
-// 3.10's CALL_FUNCTION, CALL_METHOD, CALL_FUNCTION_KW, CALL_FUNCTION_EX,
-// EXTENDED_ARG, LOAD_CONST (Lib/opcode.py of each version; TestTrapOpcodes
-// checks them against every interpreter here).
-var opcodes = map[int][8]uint8{
-	10: {83, 0, 131, 161, 141, 142, 144, 100},
-	11: {83, 0, 0, 0, 0, 142, 144, 100},
-	12: {83, 242, 0, 0, 0, 142, 144, 100},
-	13: {36, 239, 0, 0, 0, 54, 71, 83},
-}
-
 // opcodeNames are opcodes' entries, as Lib/opcode.py names them.
 var opcodeNames = [8]string{"RETURN_VALUE", "INSTRUMENTED_RETURN_VALUE", "CALL_FUNCTION", "CALL_METHOD",
 	"CALL_FUNCTION_KW", "CALL_FUNCTION_EX", "EXTENDED_ARG", "LOAD_CONST"}
@@ -53,11 +42,12 @@ var opcodeNames = [8]string{"RETURN_VALUE", "INSTRUMENTED_RETURN_VALUE", "CALL_F
 func (p *Process) TrapLayout() (TrapLayout, error) {
 	l := p.layout
 	v := l.Version
-	ops, ok := opcodes[v.Minor]
-	if v.Major != 3 || !ok {
+	tr := v.Traits()
+	if !tr.TrapReads {
 		return TrapLayout{}, fmt.Errorf("%w: reads at the trap know CPython 3.10 to 3.13, not %s", ErrUnsupported, v)
 	}
-	t := TrapLayout{Minor: v.Minor, Layout: l}
+	ops := tr.Opcodes
+	t := TrapLayout{Minor: tr.Minor, Layout: l}
 	switch {
 	case l.RuntimeTstateCurrent != 0:
 		t.TstatePtr = p.runtime + l.RuntimeTstateCurrent

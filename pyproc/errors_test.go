@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 func checkErrors(t *testing.T, p *Process) {
@@ -64,7 +66,7 @@ func checkThreads(t *testing.T, p *Process, tg *target) {
 }
 
 func TestRefusesOldPython(t *testing.T) {
-	tg := startOld(t, "/root/.pyenv/versions/3.9.18/bin/python3")
+	tg := startOld(t, testinterp.Py39)
 	_, err := Attach(tg)
 	if err == nil || !strings.Contains(err.Error(), "3.9 is not supported") || !strings.Contains(err.Error(), "3.10") {
 		t.Fatalf("3.9: %v", err)

@@ -259,7 +259,7 @@ func (p *Process) readCode(fn uint64, path string) (*Code, error) {
 		FirstLine: int(int32(hdr.u32(l.CodeFirstLine))),
 	}
 	// _Py_IsImmortal: the low 32 bits of ob_refcnt, read as signed, are negative.
-	c.Immortal = l.Version.atLeast(3, 12) && int32(uint32(c.Refcnt)) < 0
+	c.Immortal = l.Version.Traits().Immortal && int32(uint32(c.Refcnt)) < 0
 	if c.Name, err = p.readStr(hdr.u64(l.CodeName)); err != nil {
 		return nil, fmt.Errorf("%s: co_name: %w", path, err)
 	}

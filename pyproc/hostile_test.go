@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 // attachHostile runs testdata/hostile_modules.py, waits until it has built
@@ -34,7 +36,7 @@ func TestForgedHashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a 600,000-entry sys.modules")
 	}
-	python := "/root/.pyenv/versions/3.12.1/bin/python3"
+	python := testinterp.Py312
 	t.Run("one forged hash", func(t *testing.T) {
 		p := attachHostile(t, python, "600000", "1")
 		start := time.Now()
@@ -63,7 +65,7 @@ func TestForgedHashes(t *testing.T) {
 // TestCyclicInterpreterList: an interpreter list made to loop is reported
 // as corrupt at once, not walked without end.
 func TestCyclicInterpreterList(t *testing.T) {
-	for _, python := range []string{"/root/.pyenv/versions/3.12.1/bin/python3", "/usr/bin/python3.11"} {
+	for _, python := range []string{testinterp.Py312, testinterp.Debian311} {
 		p := attachHostile(t, python, "10", "0", "cycle")
 		start := time.Now()
 		if _, err := p.HasModule("json"); !errors.Is(err, ErrCorrupt) || time.Since(start) > 100*time.Millisecond {

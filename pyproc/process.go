@@ -98,14 +98,14 @@ func attach(r Memory, b *interpBinary) (*Process, error) {
 	} else if !named {
 		return nil, fmt.Errorf("%w: cannot tell the CPython version: no Py_Version symbol and no version in the file name", ErrUnsupported)
 	}
-	if v.Major != 3 || !v.atLeast(3, 10) {
-		return nil, fmt.Errorf("%w: CPython %s is not supported: pyproc reads the object layout of CPython 3.10 and later", ErrUnsupported, v)
+	if err := v.unsupported(); err != nil {
+		return nil, err
 	}
 	if containsRune(flags, 't') {
 		return nil, freeThreaded(v)
 	}
 	var l Layout
-	if v.atLeast(3, 13) {
+	if v.Traits().DebugOffsets {
 		// Read enough for the longest known struct; the prefix tells which it is.
 		raw, err := p.m.bytes(p.runtime, 8*len(debugFields314))
 		if err != nil {
@@ -118,7 +118,7 @@ func attach(r Memory, b *interpBinary) (*Process, error) {
 		if d["free_threaded"] != 0 {
 			return nil, freeThreaded(v)
 		}
-		if hex := d["version"]; int(hex>>24) != v.Major || int(hex>>16&0xff) != v.Minor {
+		if hex := d["version"]; !v.sameVersion(hex) {
 			return nil, fmt.Errorf("Py_Version says %s but _Py_DebugOffsets says %#x", v, hex)
 		}
 		if l, err = debugLayout(v, d); err != nil {

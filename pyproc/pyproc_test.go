@@ -11,17 +11,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 // interpreters are the CPythons the image ships (docs/design.md, "Tests and
 // the machines they run on"); CI runs on the same kind of machine.
-var interpreters = []struct{ name, path string }{
-	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3"},
-	{"3.11", "/root/.pyenv/versions/3.11.7/bin/python3"},
-	{"3.12", "/root/.pyenv/versions/3.12.1/bin/python3"},
-	{"3.13", "/root/.pyenv/versions/3.13.0/bin/python3"},
-	{"debian-3.11", "/usr/bin/python3.11"},
-}
+var interpreters = func() (out []struct{ name, path string }) {
+	for _, in := range testinterp.All {
+		out = append(out, struct{ name, path string }{in.Name, in.Path})
+	}
+	return out
+}()
 
 const fixtureModule = "specfixture.workers"
 

@@ -21,12 +21,14 @@ import (
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+
+	"github.com/specprobe/specprobe/internal/testinterp"
 )
 
 func main() {
 	bin := flag.String("specprobe", "bin/specprobe", "specprobe binary")
 	demo := flag.String("demo", "demo/specdemo-cet", "native demo target")
-	python := flag.String("python", "/root/.pyenv/versions/3.12.1/bin/python3", "interpreter for the SGLang-shaped targets (skipped if missing)")
+	python := flag.String("python", testinterp.Py312, "interpreter for the SGLang-shaped targets (skipped if missing)")
 	natives := flag.Int("native", 3, "native targets")
 	pythons := flag.Int("py", 2, "Python targets")
 	limit := flag.String("memory-limit", "200MiB", "the daemon's memory_limit (the DaemonSet's)")

@@ -30,6 +30,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/pyproc"
 )
 
@@ -56,7 +57,7 @@ type sample struct {
 
 func main() {
 	script := flag.String("workload", "bench/pyread/workload.py", "the workload script")
-	python := flag.String("python", "/root/.pyenv/versions/3.12.1/bin/python3", "the interpreter")
+	python := flag.String("python", testinterp.Py312, "the interpreter")
 	sizeList := flag.String("sizes", "1,16,64,256", "batch sizes")
 	rounds := flag.Int("rounds", 7, "rounds; each reads every size both ways")
 	reads := flag.Int("reads", 200, "reads per size, mode and round")

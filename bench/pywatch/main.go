@@ -41,6 +41,7 @@ import (
 
 	"github.com/specprobe/specprobe/bpf"
 	"github.com/specprobe/specprobe/internal/benchprobes"
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/loader"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/pyproc"
@@ -96,8 +97,8 @@ var (
 
 func main() {
 	flag.StringVar(&script, "workload", "bench/pywatch/workload.py", "the workload script")
-	mainPy := flag.String("python", "/root/.pyenv/versions/3.12.1/bin/python3", "interpreter for the main rows")
-	usdtPy := flag.String("usdt-python", "/usr/bin/python3.11", "interpreter built with SystemTap probes, for the USDT rows (empty: skip them)")
+	mainPy := flag.String("python", testinterp.Py312, "interpreter for the main rows")
+	usdtPy := flag.String("usdt-python", testinterp.Debian311, "interpreter built with SystemTap probes, for the USDT rows (empty: skip them)")
 	flag.DurationVar(&duration, "duration", 300*time.Millisecond, "length of one measurement (three per run: untraced, traced, untraced)")
 	flag.IntVar(&every, "every", 10000, "unrelated calls between two stage calls")
 	rounds := flag.Int("rounds", 11, "runs per configuration")
