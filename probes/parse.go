@@ -12,6 +12,7 @@ import (
 
 	"github.com/specprobe/specprobe/internal/safefile"
 	"github.com/specprobe/specprobe/procgroup"
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // Error is a mistake in a spec, with the place it was found.
@@ -200,7 +201,7 @@ func (p *parser) int(n *yaml.Node, what string) int64 {
 }
 
 func (p *parser) spec(n *yaml.Node) *Spec {
-	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields", "thread_label")
+	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields", "thread_label", "root")
 	s := &Spec{Stages: map[string]*Stage{}}
 	if e, ok := f["engine"]; ok {
 		s.Engine = p.str(e, "engine")
@@ -220,6 +221,13 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 	}
 	if l, ok := f["thread_label"]; ok {
 		s.ThreadLabel = p.str(l, "thread_label")
+	}
+	if r, ok := f["root"]; ok {
+		root, err := spanschema.ParseRootStyle(p.str(r, "root"))
+		if err != nil {
+			p.fail(r, "%v", err)
+		}
+		s.Root = root
 	}
 	if m, ok := f["match"]; ok {
 		mf := p.fields(m, "match", "exe", "cmdline", "library", "module", "priority", "ranks")

@@ -266,7 +266,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid YAML: control character", "\x01", 1, []string{"invalid YAML: control characters are not allowed"}},
 
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
-			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages, fields, thread_label)`}},
+			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages, fields, thread_label, root)`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
 			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority, ranks)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,

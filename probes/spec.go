@@ -38,8 +38,11 @@ type Spec struct {
 	// thread span always names a TP rank (0 where the title gives none).
 	// Empty: each thread is labelled with its own name.
 	ThreadLabel string
-	Match       Match
-	Stages      map[string]*Stage
+	// Root is how each request's root span is named (spanschema's styles:
+	// sglang, vllm, llamacpp); SGLang's when the spec does not say.
+	Root   spanschema.RootStyle
+	Match  Match
+	Stages map[string]*Stage
 	// Fields, for a native spec whose derefs name struct fields: where
 	// their offsets come from (fields.go).
 	Fields *Fields

@@ -48,6 +48,9 @@ type OTelSink struct {
 	Thread func(pid, tid uint32) spanschema.Thread
 	// Sampler, when set, decides which requests' spans are made.
 	Sampler Sampler
+	// Root names each request's root span and says what identifies it
+	// (the spec's root:; "" is SGLang's style).
+	Root spanschema.RootStyle
 	// SampledOut counts the requests the sampler left out.
 	SampledOut uint64
 	// OnStep, when set, sees every step, with the trace and decode_loop
@@ -191,8 +194,8 @@ func (o *OTelSink) newRequest(s Step) *request {
 			o.SampledOut++
 		}
 	}
-	r.root = o.span(trace, spanrec.SpanID{}, spanschema.RootSpan("", s.RequestID), s.Start)
-	r.root.Own = append([]attribute.KeyValue{spanschema.KeyRID.String(s.RequestID), spanschema.KeyModule.String(spanschema.ModuleRequest)}, r.rate...)
+	r.root = o.span(trace, spanrec.SpanID{}, o.Root.Name(s.RequestID), s.Start)
+	r.root.Own = append(o.Root.Attrs(s.RequestID), r.rate...)
 	o.reqs[s.RequestID] = r
 	return r
 }

@@ -150,6 +150,7 @@ func TestOTelSinkStep(t *testing.T) {
 	}
 	checkAttrs(t, root, map[attribute.Key]attribute.Value{
 		"rid": attribute.StringValue(rid), "module": attribute.StringValue("sglang::request"),
+		"specprobe.root": attribute.StringValue("sglang"),
 	})
 
 	thread := one(t, started, "Scheduler [TP 0] (host:01234567 | pid:11)")
@@ -384,5 +385,40 @@ func TestBuilderIntoOTel(t *testing.T) {
 	}
 	for _, r := range ended[" Req req-one-"] {
 		checkTimes(t, r, wall(1000), wall(1160))
+	}
+}
+
+// With the vLLM style every request's root is llm_request carrying its full
+// id: two "cmpl-…" requests whose ids share their first 8 characters are
+// two roots of two traces, told apart by gen_ai.request.id.
+func TestOTelSinkVLLMRoots(t *testing.T) {
+	sink, sr := newOTel(t)
+	sink.Thread = func(pid, tid uint32) spanschema.Thread { return scheduler }
+	sink.Root = spanschema.RootVLLM
+	rids := []string{"cmpl-89f3a1c2-0", "cmpl-89f3a1c2-1"}
+	for i, rid := range rids {
+		sink.Step(spanbuilder.Step{
+			RequestID: rid, PID: 10, TID: 11, Start: at(100 * i), End: at(100*i + 50),
+			Calls: []spanbuilder.Call{{Stage: "verify", Start: at(100 * i), End: at(100*i + 50), RequestID: rid}},
+		})
+	}
+	sink.Close()
+	ids, traces := map[string]bool{}, map[[16]byte]bool{}
+	for _, s := range sr.Ended() {
+		if s.Name() != "llm_request" {
+			continue
+		}
+		if !spanschema.IsRootSpan(s.Name(), s.Attributes()) {
+			t.Errorf("llm_request not recognised as a root: %v", s.Attributes())
+		}
+		for _, kv := range s.Attributes() {
+			if kv.Key == spanschema.KeyGenAIRequestID {
+				ids[kv.Value.AsString()] = true
+			}
+		}
+		traces[s.SpanContext().TraceID()] = true
+	}
+	if len(ids) != 2 || !ids[rids[0]] || !ids[rids[1]] || len(traces) != 2 {
+		t.Errorf("roots carry ids %v in %d traces, want %v in 2", ids, len(traces), rids)
 	}
 }

@@ -80,10 +80,15 @@ func RootSpan(role, rid string) string {
 	return role + " Req " + string(r[:min(len(r), 8)])
 }
 
-// IsRootSpan recognises a request's root span from its name and attributes.
+// IsRootSpan recognises a request's root span from its name and attributes:
+// the root style's key (every style's root has it), SGLang's module, or,
+// without attributes, SGLang's name.
 func IsRootSpan(name string, attrs []attribute.KeyValue) bool {
 	for _, kv := range attrs {
-		if kv.Key == KeyModule {
+		switch kv.Key {
+		case KeyRootStyle:
+			return true
+		case KeyModule:
 			return kv.Value.AsString() == ModuleRequest
 		}
 	}

@@ -1,6 +1,8 @@
 package spanschema_test
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -185,5 +187,45 @@ func TestSemconvKeys(t *testing.T) {
 		if string(k) != want {
 			t.Errorf("key %q, want %q", k, want)
 		}
+	}
+}
+
+// Each engine's root as its users know it, and what identifies it: the
+// full id always, so two vLLM requests whose ids share 8 characters (every
+// "cmpl-…" id does) never share a root identity.
+func TestRootStyles(t *testing.T) {
+	const rid = "cmpl-89f3a1c2d4e5"
+	for _, c := range []struct {
+		style spanschema.RootStyle
+		name  string
+		attrs map[attribute.Key]string
+	}{
+		{"", " Req cmpl-89f", map[attribute.Key]string{"rid": rid, "module": "sglang::request", "specprobe.root": "sglang"}},
+		{spanschema.RootSGLang, " Req cmpl-89f", map[attribute.Key]string{"rid": rid, "module": "sglang::request", "specprobe.root": "sglang"}},
+		{spanschema.RootVLLM, "llm_request", map[attribute.Key]string{"rid": rid, "gen_ai.request.id": rid, "specprobe.root": "vllm"}},
+		{spanschema.RootLlamaCpp, "task " + rid, map[attribute.Key]string{"rid": rid, "specprobe.root": "llamacpp"}},
+	} {
+		if got := c.style.Name(rid); got != c.name {
+			t.Errorf("%q: name %q, want %q", c.style, got, c.name)
+		}
+		attrs := c.style.Attrs(rid)
+		got := map[attribute.Key]string{}
+		for _, kv := range attrs {
+			got[kv.Key] = kv.Value.AsString()
+		}
+		if !reflect.DeepEqual(got, c.attrs) {
+			t.Errorf("%q: attributes %v, want %v", c.style, got, c.attrs)
+		}
+		if !spanschema.IsRootSpan(c.name, attrs) {
+			t.Errorf("%q: IsRootSpan does not know its root", c.style)
+		}
+	}
+	for _, s := range []string{"", "sglang", "vllm", "llamacpp"} {
+		if _, err := spanschema.ParseRootStyle(s); err != nil {
+			t.Errorf("ParseRootStyle(%q): %v", s, err)
+		}
+	}
+	if _, err := spanschema.ParseRootStyle("otel"); err == nil || !strings.Contains(err.Error(), "vllm") {
+		t.Errorf("an unknown style: %v, want an error listing the styles", err)
 	}
 }

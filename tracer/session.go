@@ -126,7 +126,7 @@ func (s *session) buildSink() {
 			e.Push(spans...)
 		}
 	}, s.resource, "github.com/specprobe/specprobe")
-	s.sink.Sampler = cfg.Sampler
+	s.sink.Sampler, s.sink.Root = cfg.Sampler, cfg.Spec.Root
 	if sm := cmp.Or(cfg.SpecMetrics, s.gpus.spec); sm != nil {
 		s.sink.OnStep = sm.Step
 	}

@@ -150,10 +150,11 @@ func (o *attachOpts) run(cmd *cobra.Command) error {
 
 func attachLong() string {
 	return `Arms entry and exit probes on the stages a probe spec names, in PID only, and
-emits spans in SGLang's own schema (docs/spans.md): one root span " Req <id>"
-per request, a thread span, one decode_forward over the request's decode
-phase with a decode_loop per step, and spec_draft / spec_verify /
-spec_draft_extend spans under it.
+emits spans in SGLang's own schema (docs/spans.md): one root span per request
+(named as the engine's users know it: SGLang's " Req <id[:8]>", vLLM's
+llm_request, llama.cpp's "task <id>"; the full id is always its rid), a thread
+span, one decode_forward over the request's decode phase with a decode_loop
+per step, and spec_draft / spec_verify / spec_draft_extend spans under it.
 
 The spec comes from --probes FILE, from the catalog with --engine NAME, or is
 picked from the catalog by matching the process (specprobe probes list).
