@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +154,14 @@ func TestVLLMVariants(t *testing.T) {
 		{"dflash", "vllm-dflash", []string{"--speculator", "dflash"}},
 		{"dspark", "vllm-dspark", []string{"--speculator", "dspark"}},
 		{"multi_module_mtp", "vllm-multi-module-mtp", []string{"--speculator", "multi_module_mtp"}},
+		// vLLM main (02abe7013453): n-gram MTP calls the traced propose nested in its
+		// own (one draft span a step), n-gram on the GPU, a standalone draft model,
+		// and DFlash's two variants named for themselves.
+		{"ngram_mtp", "vllm-mtp", []string{"--speculator", "ngram_mtp"}},
+		{"ngram_gpu", "vllm-ngram", []string{"--speculator", "ngram_gpu"}},
+		{"standalone", "vllm-standalone", []string{"--speculator", "standalone"}},
+		{"dflash2", "vllm-dflash2", []string{"--speculator", "dflash2"}},
+		{"lilicorr", "vllm-lilicorr", []string{"--speculator", "lilicorr"}},
 		{"v1", "vllm-v1", []string{"--runner", "v1"}},
 		{"dummy", "vllm", []string{"--dummy-every", "3"}},
 		// A step that samples more than one token besides the accepted
@@ -174,6 +183,40 @@ func TestVLLMVariants(t *testing.T) {
 				requireEvery(t, res, matched, total)
 				if v.name == "dummy" && (res.Python == nil || res.Python.Skipped == 0) {
 					t.Errorf("no dummy run left out by when: %+v", res.Python)
+				}
+			})
+		}
+	}
+}
+
+// TestVLLMMainDetected: vLLM main's speculators (spec_decode/__init__.py at
+// 02abe7013453), each in a live mirror: detected as its own spec, and every
+// stage of that spec resolved in the process (probes check reads memory,
+// arms nothing; the traced runs are TestVLLMVariants).
+func TestVLLMMainDetected(t *testing.T) {
+	needRoot(t)
+	script := filepath.Join(repoRoot(t), "pytargets", "run_vllm.py")
+	for _, v := range []struct{ speculator, engine, worker string }{
+		{"ngram_mtp", "vllm-mtp", "NgramMTPSpeculator"},
+		{"ngram_gpu", "vllm-ngram", "NgramGPUSpeculator"},
+		{"standalone", "vllm-standalone", "StandaloneARSpeculator"},
+		{"dflash2", "vllm-dflash2", "DFlash2Speculator"},
+		{"lilicorr", "vllm-lilicorr", "LiLiCorrSpeculator"},
+	} {
+		for _, py := range interpreters {
+			if !fileExists(py) {
+				continue
+			}
+			t.Run(v.speculator+"/"+filepath.Base(filepath.Dir(filepath.Dir(py))), func(t *testing.T) {
+				cmd, _ := startPyTarget(t, script, py, "--speculator", v.speculator)
+				code, out := cli(t, nil, "probes", "check", "--pid", itoa(cmd.Process.Pid))
+				if code != 0 || !strings.Contains(out, "engine detected: "+v.engine+" ") || !strings.Contains(out, v.worker) {
+					t.Fatalf("probes check: exit %d, want %s (%s) detected:\n%s", code, v.engine, v.worker, out)
+				}
+				for _, stage := range []string{"draft", "verify", "accept"} {
+					if !regexp.MustCompile(`(?m)^\s+ok\s+` + stage + `\s`).MatchString(out) {
+						t.Errorf("%s not resolved:\n%s", stage, out)
+					}
 				}
 			})
 		}
@@ -218,7 +261,15 @@ func TestDetectVariants(t *testing.T) {
 		{"dflash", "sglang::scheduler", []string{spec + "dflash_worker_v2", spec + "dspark_components.dspark_draft"}, "sglang-dflash"},
 		{"dspark", "sglang::scheduler", []string{spec + "dspark_components.dspark_worker_v2", spec + "dspark_components.dspark_draft", spec + "dflash_info_v2"}, "sglang-dspark"},
 		{"uno", "sglang::scheduler", []string{spec + "uno_worker_v2", spec + "eagle_worker_common"}, "sglang-uno"},
-		{"vllm eagle", "VLLM::EngineCore", []string{mrv2 + "eagle.speculator", mrv2 + "autoregressive.speculator"}, "vllm"},
+		{"vllm eagle", "VLLM::EngineCore", []string{mrv2 + "eagle.speculator", mrv2 + "target_dependent_ar.speculator"}, "vllm"},
+		// vLLM main (spec_decode/__init__.py 02abe7013453): each speculator's module, with the
+		// modules it imports (docs/upstream.md).
+		{"vllm mtp", "VLLM::EngineCore", []string{mrv2 + "mtp.speculator", mrv2 + "ngram.speculator", mrv2 + "target_dependent_ar.speculator"}, "vllm-mtp"},
+		{"vllm ngram gpu", "VLLM::EngineCore", []string{mrv2 + "ngram.speculator"}, "vllm-ngram"},
+		{"vllm standalone", "VLLM::EngineCore", []string{mrv2 + "standalone_ar.speculator"}, "vllm-standalone"},
+		{"vllm dflash", "VLLM::EngineCore", []string{mrv2 + "dflash.speculator"}, "vllm-dflash"},
+		{"vllm dflash2", "VLLM::EngineCore", []string{mrv2 + "dflash2.speculator", mrv2 + "dflash.speculator"}, "vllm-dflash2"},
+		{"vllm lilicorr", "VLLM::EngineCore", []string{mrv2 + "lilicorr.speculator", mrv2 + "dflash2.speculator", mrv2 + "dflash.speculator"}, "vllm-lilicorr"},
 		{"vllm gemma4", "VLLM::EngineCore", []string{mrv2 + "gemma4.speculator", mrv2 + "eagle.speculator"}, "vllm-gemma4"},
 		{"vllm dspark", "VLLM::EngineCore", []string{mrv2 + "dspark.speculator", mrv2 + "dflash.speculator"}, "vllm-dspark"},
 		{"vllm v1 runner", "VLLM::EngineCore", []string{"vllm.v1.worker.gpu_model_runner", "vllm.v1.spec_decode.eagle"}, "vllm-v1"},

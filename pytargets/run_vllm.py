@@ -11,14 +11,25 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _entry  # noqa: E402
 
-SPECULATORS = {"eagle": "eagle", "mtp": "mtp", "gemma4": "gemma4_mtp", "dflash": "dflash",
-               "dspark": "dspark", "multi_module_mtp": "multi_module_mtp"}
+# --speculator: the speculative method, and what else of the config picks the speculator
+# (the draft's architecture for DFlash's variants, ngram_lookup for n-gram MTP).
+SPECULATORS = {"eagle": ("eagle", {}), "mtp": ("mtp", {}), "gemma4": ("gemma4_mtp", {}),
+               "dflash": ("dflash", {}), "dspark": ("dspark", {}),
+               "multi_module_mtp": ("multi_module_mtp", {}),
+               "dflash2": ("dflash", {"architectures": ["DFlash2DraftModel"]}),
+               "lilicorr": ("dflash", {"architectures": ["LiLiCorrDraftModel"]}),
+               "ngram_mtp": ("mtp", {"ngram_lookup": True}),
+               "standalone": ("draft_model", {}), "ngram_gpu": ("ngram_gpu", {})}
 
 
 def make_runner(args):
     """The model runner and its batch order (the ground truth's order of a verify's requests)."""
-    from vllm.config import SpeculativeConfig, VllmConfig
-    cfg = VllmConfig(SpeculativeConfig(SPECULATORS[args.speculator], args.draft_len),
+    from vllm.config import DraftModelConfig, SpeculativeConfig, VllmConfig
+    method, extra = SPECULATORS[args.speculator]
+    spec = SpeculativeConfig(method, args.draft_len,
+                             draft_model_config=DraftModelConfig(extra.get("architectures", [])),
+                             ngram_lookup=extra.get("ngram_lookup", False))
+    cfg = VllmConfig(spec,
                      max_num_seqs=args.max_batch, accept_p=args.accept_p, seed=args.seed,
                      sampled_per_step=args.sampled_per_step)
     order = None

@@ -4,9 +4,22 @@ import dataclasses
 
 
 @dataclasses.dataclass
+class DraftModelConfig:
+    architectures: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
 class SpeculativeConfig:
     method: str = "eagle"
     num_speculative_tokens: int = 4
+    draft_model_config: DraftModelConfig = dataclasses.field(default_factory=DraftModelConfig)
+    ngram_lookup: bool = False   # MTP with an n-gram lookup first (NgramMTPSpeculator)
+
+    def uses_draft_model(self):
+        return self.method == "draft_model"
+
+    def use_ngram(self):
+        return self.method in ("ngram", "ngram_gpu")
 
     def use_eagle(self):
         return self.method in ("eagle", "eagle3")

@@ -51,7 +51,7 @@ class GPUModelRunner:
         self.num_speculative_steps = k
         self.decode_query_len = 1 + k
         self.sampler = Sampler(vllm_config.sampled_per_step)
-        self.speculator = init_speculator(vllm_config, device)
+        self.speculator = init_speculator(vllm_config, device, None)  # upstream: self.req_states
         self.rejection_sampler = RejectionSampler(self.sampler, k, vllm_config.accept_p, vllm_config.seed)
         self.work_rng = random.Random(vllm_config.seed * 7919 + 1)
         self.execute_model_state = None

@@ -8,7 +8,11 @@ import random
 from _workload import stage_work
 
 
-class DraftModelSpeculator:
+class BaseSpeculator:
+    """Every speculator's base (NgramGPUSpeculator has no draft model)."""
+
+
+class DraftModelSpeculator(BaseSpeculator):
     supports_mm_inputs = False
 
     def __init__(self, vllm_config, device):

@@ -1,8 +1,8 @@
-"""Mirrors vllm/v1/worker/gpu/spec_decode/eagle/speculator.py (vllm-project/vllm, no commit pinned: docs/upstream.md): EagleSpeculator(EAGLE/EAGLE3 drafting in Model
-Runner V2), an AutoRegressiveSpeculator: propose is inherited."""
-from vllm.v1.worker.gpu.spec_decode.autoregressive.speculator import AutoRegressiveSpeculator
+"""Mirrors vllm/v1/worker/gpu/spec_decode/eagle/speculator.py (vllm-project/vllm 02abe7013453: docs/upstream.md): EagleSpeculator(EAGLE/EAGLE3 drafting in Model
+Runner V2), a TargetDependentARSpeculator: propose is inherited."""
+from vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator import TargetDependentARSpeculator
 
 
-class EagleSpeculator(AutoRegressiveSpeculator):
+class EagleSpeculator(TargetDependentARSpeculator):
     def load_draft_model(self, *args, **kwargs):
         self.loaded = True
