@@ -110,6 +110,7 @@ func (b *Builder) dropped(tid uint32, t *thread, at uint64, n uint32) {
 	}
 	t.open = t.open[:0]
 	b.endStep(tid, t)
+	t.endStream()
 }
 
 // endStep hands on the thread's step and starts the next one afresh.

@@ -222,6 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		sites = append(sites, p.sess.Sites()...)
 	}
 	builder := spanbuilder.New(sites, spanbuilder.NewClock(), next)
+	builder.Streams, builder.StreamIdle = !cfg.Spec.NamesRequests(), sink.IdleAfter
 	// The first call whose values fail their spec's checks ends the trace:
 	// neither it nor anything after it reaches the builder.
 	// Holding the first events back (sanity.go) would put one process's
