@@ -88,6 +88,21 @@ func (b *Builder) boundary(tid uint32, t *thread, e *Event) {
 	}
 }
 
+// stepIdle tells whether a stream thread's step, with no call open, ended
+// long enough before now to be handed on without waiting for the thread's
+// next call: within half of StreamIdle, so that the sink, which ends a
+// request after as long without a step, has its last step first.
+func (b *Builder) stepIdle(t *thread, now uint64) bool {
+	if !b.Streams || b.StreamIdle <= 0 || len(t.open) > 0 || len(t.step) == 0 {
+		return false
+	}
+	var end uint64
+	for _, c := range t.step {
+		end = max(end, c.EndBoot)
+	}
+	return now > end && time.Duration(now-end) > b.StreamIdle/2
+}
+
 // closeBounds ends the thread's boundary calls from..to; where one of them
 // opened the thread's request, the request ends at at: its stage calls still
 // open lost their exit.

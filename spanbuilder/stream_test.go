@@ -223,3 +223,22 @@ func TestStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamStepIdle: a stream thread's step is handed on once it has been
+// idle half of StreamIdle, before the sink would end its request.
+func TestStreamStepIdle(t *testing.T) {
+	for _, streams := range []bool{true, false} {
+		rec := &recorder{}
+		b := spanbuilder.New(oneStreamSites, spanbuilder.Clock{OffsetNs: offset}, rec)
+		b.Streams, b.StreamIdle = streams, 2*time.Second
+		add(b, step(100, 1, 1)...)
+		b.Expire(130 + uint64(time.Second))
+		if len(rec.steps) != 0 {
+			t.Fatalf("streams %v: a step idle 1 s handed on", streams)
+		}
+		b.Expire(131 + uint64(time.Second))
+		if want := map[bool]int{true: 1, false: 0}[streams]; len(rec.steps) != want {
+			t.Errorf("streams %v: %d steps handed on after 1 s and 1 ns idle, want %d", streams, len(rec.steps), want)
+		}
+	}
+}
