@@ -151,6 +151,7 @@ type openCall struct {
 	values    []Value
 	requests  []string
 	cuda      CUDACount
+	inner     bool // part of the call it runs in, not a stage call (innerCall)
 }
 
 type thread struct {
@@ -206,6 +207,9 @@ func (b *Builder) Add(e *Event) {
 			b.cutNative(e.TID, t, e.Site, e.BootNs)
 		}
 		switch {
+		case b.innerCall(t, stage):
+			t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, inner: true})
+			return
 		case len(t.open) == 0:
 			if spanschema.NewStep(t.last, stage) || spanschema.RepeatBegins(t.first, stage, site.Batch, t.raised) {
 				b.flushStep(e.TID, t)
@@ -267,6 +271,9 @@ func (b *Builder) cut(tid uint32, t *thread, oc openCall, end uint64, why, errMs
 }
 
 func (b *Builder) close(tid uint32, t *thread, oc openCall, end uint64, cuda CUDACount, why, errMsg string) {
+	if oc.inner {
+		return
+	}
 	site := b.sites[oc.site]
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,

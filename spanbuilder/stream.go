@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/specprobe/specprobe/spanschema"
 )
 
 // Requests of engines whose stages name none (transformers' assisted
@@ -86,6 +88,23 @@ func (b *Builder) boundary(tid uint32, t *thread, e *Event) {
 		// Boundary calls above it lost their exit.
 		b.closeBounds(tid, t, i, len(s.bounds), e.BootNs)
 	}
+}
+
+// innerCall tells whether a call of stage, begun on a thread with calls
+// open, is part of the call it runs in rather than a stage call: in a spec
+// whose stages name no request, a later stage inside an earlier one
+// (transformers' draft runs the assistant model's generate(), whose
+// forward is the verify's function when both models are of one class).
+// Such a spec has no accept, the one later stage an earlier one calls.
+func (b *Builder) innerCall(t *thread, stage string) bool {
+	if !b.Streams || len(t.open) == 0 {
+		return false
+	}
+	if t.open[len(t.open)-1].inner {
+		return true
+	}
+	top := b.sites[t.open[0].site].Stage
+	return spanschema.Order(top) >= 0 && spanschema.Order(top) < spanschema.Order(stage)
 }
 
 // stepIdle tells whether a stream thread's step, with no call open, ended

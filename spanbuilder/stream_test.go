@@ -140,6 +140,19 @@ func TestStreams(t *testing.T) {
 			"GenerationMixin.generate-1-1 1: draft 150-160 verify 170-180",
 		},
 	}, {
+		name:  "Python: the assistant's forward inside the draft is no verify",
+		sites: pyStreamSites,
+		evs: events(
+			enter(100, 1, oneBound, ""),
+			enter(110, 1, oneDraft, ""), enter(112, 1, oneBound, ""),
+			enter(113, 1, oneVerify, ""), withDepth(exit(114, 1, oneVerify, ""), 1),
+			enter(115, 1, oneVerify, ""), withDepth(exit(116, 1, oneVerify, ""), 1),
+			withDepth(exit(118, 1, oneBound, ""), 2), exit(120, 1, oneDraft, ""),
+			enter(130, 1, oneVerify, ""), withDepth(exit(140, 1, oneVerify, ""), 1),
+			withDepth(exit(190, 1, oneBound, ""), 1),
+		),
+		want: []string{"GenerationMixin.generate-1-1 1: draft 110-120 verify 130-140"},
+	}, {
 		name:  "Python: a pop whose frames say the outer call is gone ends its request",
 		sites: pyStreamSites,
 		evs: events(
