@@ -138,7 +138,7 @@ func runParkedWith(t *testing.T, cfg tracer.Config, env []string, argv ...string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target not ready: %q", line)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +104,59 @@ func TestOneStream(t *testing.T) {
 				}
 				rid := c.rid(l.TID, l.Request)
 				want[rid] = append(want[rid], w)
+			}
+			compareExpected(t, spans, want)
+		})
+	}
+}
+
+// transformersLine is one draft or verify the transformers mirror logged.
+type transformersLine struct {
+	Stage   string `json:"stage"`
+	TID     uint32 `json:"tid"`
+	StartNs int64  `json:"start_ns"`
+	EndNs   int64  `json:"end_ns"`
+	Request int    `json:"request"`
+}
+
+// TestOneStreamTransformers: transformers' assisted generation, as its
+// mirror (pytargets/transformers/) runs it, traced with the catalog spec:
+// one request per generate() call, each draft and each verify of the
+// target's forward once (the assistant's forward, of the same class, runs
+// inside the draft and is none), no counts (they are GPU tensors upstream).
+func TestOneStreamTransformers(t *testing.T) {
+	needWatchpoints(t)
+	spec, err := probes.Lookup("transformers-assisted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, py := range interpreters {
+		if _, err := os.Stat(py); err != nil {
+			t.Logf("interpreter %s not installed: left out", py)
+			continue
+		}
+		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			const requests = 12
+			logPath := filepath.Join(t.TempDir(), "truth.jsonl")
+			res, spans, _ := runParkedWith(t, tracer.Config{Spec: spec}, nil, py,
+				filepath.Join(repoRoot(t), "pytargets", "run_transformers.py"), "--wait-signal", "--log", logPath,
+				"--requests", fmt.Sprint(requests), "--max-new-tokens", "40")
+			if res.Stats.UnattributedSteps != 0 || res.Stats.UnmatchedExits != 0 || res.Stats.CutExitMissed != 0 {
+				t.Errorf("steps without a request %d, unmatched exits %d, cut %d; want none",
+					res.Stats.UnattributedSteps, res.Stats.UnmatchedExits, res.Stats.CutExitMissed)
+			}
+			want := map[string][]expectedCall{}
+			calls := 0
+			for _, l := range readJSONL[transformersLine](t, logPath) {
+				if l.Stage == "" {
+					continue // an event line
+				}
+				rid := fmt.Sprintf("GenerationMixin.generate-%d-%d", l.TID, l.Request)
+				want[rid] = append(want[rid], expectedCall{stage: l.Stage, tid: l.TID, start: l.StartNs, end: l.EndNs})
+				calls++
+			}
+			if len(want) != requests || calls == 0 {
+				t.Fatalf("the mirror logged %d calls of %d requests, want %d requests", calls, len(want), requests)
 			}
 			compareExpected(t, spans, want)
 		})
