@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -76,22 +75,7 @@ type cudaTruth struct {
 	SyncNs   int64  `json:"sync_ns"`
 }
 
-func readCUDATruth(t *testing.T, path string) []cudaTruth {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []cudaTruth
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var c cudaTruth
-		if err := json.Unmarshal([]byte(line), &c); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, c)
-	}
-	return out
-}
+func readCUDATruth(t *testing.T, path string) []cudaTruth { return readJSONL[cudaTruth](t, path) }
 
 // cudaSpanUse is what a span says its thread did in the driver.
 type cudaSpanUse struct {

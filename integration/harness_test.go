@@ -124,6 +124,12 @@ func traceRun(t testing.TB, ctx context.Context, cfg tracer.Config, release func
 // spec until it exits; SIGUSR1 sets it going once the probes are armed.
 func runParked(t *testing.T, spec *probes.Spec, env []string, argv ...string) (*tracer.Result, []sdktrace.ReadOnlySpan, string) {
 	t.Helper()
+	return runParkedWith(t, tracer.Config{Spec: spec}, env, argv...)
+}
+
+// runParkedWith is runParked with cfg (its PID and Log set here).
+func runParkedWith(t *testing.T, cfg tracer.Config, env []string, argv ...string) (*tracer.Result, []sdktrace.ReadOnlySpan, string) {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, _ := cmd.StdoutPipe()
@@ -132,14 +138,14 @@ func runParked(t *testing.T, spec *probes.Spec, env []string, argv ...string) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "ready") {
 		t.Fatalf("target not ready: %q", line)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var log strings.Builder
-	res, spans := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, Log: &log},
-		func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+	cfg.PID, cfg.Log = cmd.Process.Pid, &log
+	res, spans := traceRun(t, ctx, cfg, func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
 	t.Log(log.String())
 	return res, spans, log.String()
 }
@@ -191,6 +197,24 @@ func readTruth(t testing.TB, path string) []truthCall {
 			t.Fatalf("ground truth line %q: %v", sc.Text(), err)
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// readJSONL reads a target's log of one JSON object a line.
+func readJSONL[T any](t testing.TB, path string) []T {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []T
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var v T
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, v)
 	}
 	return out
 }

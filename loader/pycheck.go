@@ -44,7 +44,7 @@ type PyLiveValue struct {
 // reads each stage's values once from a thread running it now.
 func CheckPython(proc *pyproc.Process, spec *probes.Spec) []PyCheck {
 	var out []PyCheck
-	for _, name := range probes.StageNames {
+	for _, name := range probes.ProbedStages {
 		st := spec.Stages[name]
 		if st == nil || !st.IsPython() {
 			continue

@@ -74,7 +74,7 @@ func (t PyTarget) wake() Wake {
 func ResolvePython(proc *pyproc.Process, spec *probes.Spec, wait time.Duration) ([]PyTarget, error) {
 	var out []PyTarget
 	deadline := time.Now().Add(wait)
-	for _, name := range probes.StageNames {
+	for _, name := range probes.ProbedStages {
 		st := spec.Stages[name]
 		if st == nil || !st.IsPython() {
 			continue
@@ -274,7 +274,7 @@ func (s *Session) PySite(site int) (*PyTarget, bool) {
 func (s *Session) pySites() []spanbuilder.Site {
 	var out []spanbuilder.Site
 	for _, t := range s.PyTargets {
-		out = append(out, spanbuilder.Site{Stage: t.Stage.Name, Batch: true})
+		out = append(out, spanbuilder.Site{Stage: t.Stage.Name, Batch: true, Boundary: t.Stage.BoundaryName()})
 	}
 	return out
 }

@@ -251,7 +251,7 @@ func cString(b []int8) string {
 func (s *Session) Sites() []spanbuilder.Site {
 	out := make([]spanbuilder.Site, len(s.Targets))
 	for i, t := range s.Targets {
-		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch, Native: true}
+		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch, Native: true, Boundary: t.Stage.BoundaryName()}
 	}
 	return append(out, s.pySites()...)
 }

@@ -58,7 +58,7 @@ func CheckNative(pid int, spec *probes.Spec, skipEndbr bool) ([]NativeCheck, err
 		return nil, err
 	}
 	var out []NativeCheck
-	for _, name := range probes.StageNames {
+	for _, name := range probes.ProbedStages {
 		st := spec.Stages[name]
 		if st == nil || st.IsPython() {
 			continue

@@ -39,6 +39,8 @@ func FuzzParse(f *testing.F) {
 		"engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: [batch, model_worker_batch], path: reqs, id: rid}\n    when: {arg: 1, path: mode, equals: 2}\n",
 		"engine: e\nmatch:\n  ranks:\n    tp: {title: '_TP([0-9]+)', default: 0, only: 0, attribute: e.tp}\nstages:\n  verify: {module: m, qualname: f}\n",
 		fieldsSpec,
+		minimal + "request_boundary: {module: m, qualname: C.generate}\n",
+		minimal + "request_boundary:\n  binary: b\n  symbol: run\n",
 		"engine: e\nstages:\n  verify: &v\n    binary: b\n    symbol: v\n    scope: batch\n  draft: *v\n",
 	} {
 		f.Add([]byte(bad))

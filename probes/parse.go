@@ -201,7 +201,7 @@ func (p *parser) int(n *yaml.Node, what string) int64 {
 }
 
 func (p *parser) spec(n *yaml.Node) *Spec {
-	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields", "thread_label", "root")
+	f := p.fields(n, "spec", "engine", "description", "worker", "same_batch", "match", "stages", "fields", "thread_label", "root", RequestBoundary)
 	s := &Spec{Stages: map[string]*Stage{}}
 	if e, ok := f["engine"]; ok {
 		s.Engine = p.str(e, "engine")
@@ -257,6 +257,9 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 	if _, ok := sf[Verify]; !ok && p.err == nil {
 		p.fail(st, "stages: missing verify (every spec needs the verify stage)")
 	}
+	if b, ok := f[RequestBoundary]; ok {
+		p.requestBoundary(s, b)
+	}
 	if fl, ok := f["fields"]; ok {
 		s.Fields = p.specFields(fl)
 	}
@@ -265,8 +268,25 @@ func (p *parser) spec(n *yaml.Node) *Spec {
 	return s
 }
 
+// requestBoundary reads the function whose calls are the requests of a
+// spec whose stages name none: a native or Python function, nothing read.
+func (p *parser) requestBoundary(s *Spec, n *yaml.Node) {
+	p.fields(n, RequestBoundary, "binary", "symbol", "module", "qualname", "process")
+	if p.err != nil {
+		return
+	}
+	if s.NamesRequests() {
+		p.fail(n, "%s: the stages name their requests (request_id, requests); a boundary is for a spec whose stages name none", RequestBoundary)
+		return
+	}
+	s.Stages[RequestBoundary] = p.stage(RequestBoundary, n)
+}
+
 func (p *parser) stage(name string, n *yaml.Node) *Stage {
 	what := "stages." + name
+	if name == RequestBoundary {
+		what = name
+	}
 	f := p.fields(n, what, "binary", "symbol", "scope", "request_id", "values", "module", "qualname", "requests", "when", "read_from", "accepted", "drafted", "process")
 	s := &Stage{Name: name, Line: n.Line, Values: map[string]*Value{}}
 	if pr, ok := f["process"]; ok {
@@ -300,6 +320,9 @@ func (p *parser) stage(name string, n *yaml.Node) *Stage {
 		p.fail(n, "%s: missing symbol", what)
 	}
 	s.Scope = ScopeRequest
+	if name == RequestBoundary {
+		s.Scope = ScopeBatch // serves no request of its own
+	}
 	if sc, ok := f["scope"]; ok {
 		s.Scope = Scope(p.str(sc, what+".scope"))
 		if s.Scope != ScopeRequest && s.Scope != ScopeBatch {

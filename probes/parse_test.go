@@ -151,6 +151,21 @@ func TestParseGoodSpecs(t *testing.T) {
 				t.Errorf("verify = %+v", v)
 			}
 		}},
+		{"native request boundary", minimal + "request_boundary:\n  binary: [b, libb.so]\n  symbol: run_request\n", func(t *testing.T, s *probes.Spec) {
+			b := s.Stages[probes.RequestBoundary]
+			if b == nil || b.IsPython() || b.Symbol != "run_request" || !reflect.DeepEqual(b.Binary, []string{"b", "libb.so"}) || b.Scope != probes.ScopeBatch || b.Line != 8 {
+				t.Fatalf("boundary = %+v", b)
+			}
+			if b.BoundaryName() != "run_request" || s.Stages["verify"].BoundaryName() != "" || s.NamesRequests() {
+				t.Errorf("BoundaryName %q, verify's %q, NamesRequests %v", b.BoundaryName(), s.Stages["verify"].BoundaryName(), s.NamesRequests())
+			}
+		}},
+		{"python request boundary", "engine: e\nstages:\n  verify: {module: m, qualname: M.forward}\nrequest_boundary: {module: gen.utils, qualname: GenerationMixin.generate}\n", func(t *testing.T, s *probes.Spec) {
+			b := s.Stages[probes.RequestBoundary]
+			if b == nil || !b.IsPython() || b.Module != "gen.utils" || b.BoundaryName() != "GenerationMixin.generate" || b.Requests != nil {
+				t.Fatalf("boundary = %+v", b)
+			}
+		}},
 		{"binary as a single string", minimal, func(t *testing.T, s *probes.Spec) {
 			if got := s.Stages["verify"].Binary; !reflect.DeepEqual(got, []string{"b"}) {
 				t.Errorf("binary = %q, want [b]", got)
@@ -266,7 +281,17 @@ func TestParseErrors(t *testing.T) {
 		{"invalid YAML: control character", "\x01", 1, []string{"invalid YAML: control characters are not allowed"}},
 
 		{"unknown top-level key", "engin: e\n" + strings.TrimPrefix(minimal, "engine: e\n"), 1,
-			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages, fields, thread_label, root)`}},
+			[]string{`spec: unknown key "engin" (expected one of engine, description, worker, same_batch, match, stages, fields, thread_label, root, request_boundary)`}},
+		{"request boundary with a spec naming requests", "engine: e\nstages:\n  verify:\n    binary: b\n    symbol: v\n    request_id: {at: entry, from: arg0, type: string}\nrequest_boundary:\n  binary: b\n  symbol: run\n", 8,
+			[]string{"request_boundary: the stages name their requests"}},
+		{"python request boundary with requests", "engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.v\n    requests: {arg: batch}\nrequest_boundary: {module: m, qualname: C.generate}\n", 7,
+			[]string{"request_boundary: the stages name their requests"}},
+		{"request boundary reads values", minimal + "request_boundary:\n  binary: b\n  symbol: run\n  values:\n    x: {at: entry, from: arg0}\n", 10,
+			[]string{`request_boundary: unknown key "values" (expected one of binary, symbol, module, qualname, process)`}},
+		{"request boundary without symbol", minimal + "request_boundary:\n  binary: b\n", 8,
+			[]string{"request_boundary: missing symbol"}},
+		{"request boundary with a bad qualname", minimal + "request_boundary:\n  module: m\n  qualname: 'generate()'\n", 9,
+			[]string{`request_boundary.qualname: "generate()" is not a qualified name`}},
 		{"unknown match key", "match:\n  exe: a\n  libs: [x]\n" + minimal, 3,
 			[]string{`match: unknown key "libs" (expected one of exe, cmdline, library, module, priority, ranks)`}},
 		{"unknown stage", minimal + "  prefill:\n    binary: b\n    symbol: p\n", 7,

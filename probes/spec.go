@@ -5,6 +5,7 @@ package probes
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/specprobe/specprobe/spanschema"
@@ -20,6 +21,15 @@ const (
 
 // StageNames lists every stage a spec may describe.
 var StageNames = spanschema.Stages
+
+// RequestBoundary names, in Spec.Stages, the function each of whose calls is
+// one request (transformers' generate()), for a spec whose stages name no
+// request: it is armed like a stage and makes no span of its own.
+const RequestBoundary = "request_boundary"
+
+// ProbedStages are the stages in the order they are armed, then the
+// request boundary.
+var ProbedStages = append(slices.Clone(StageNames), RequestBoundary)
 
 // Spec describes one engine.
 type Spec struct {
@@ -170,6 +180,30 @@ func (c *ArgChoice) String() string {
 
 // IsPython tells a Python stage from a native one.
 func (s *Stage) IsPython() bool { return s.Module != "" }
+
+// BoundaryName is, for the request boundary, the name its requests' ids
+// start with (its qualname or symbol as the spec writes it); "" for a stage.
+func (s *Stage) BoundaryName() string {
+	switch {
+	case s.Name != RequestBoundary:
+		return ""
+	case s.IsPython():
+		return s.Qualname
+	}
+	return s.Symbol
+}
+
+// NamesRequests tells whether a stage of the spec names the requests its
+// calls serve (request_id, requests). A spec that names none traces one
+// request per thread's stream of steps, or per call of its request boundary.
+func (s *Spec) NamesRequests() bool {
+	for _, st := range s.Stages {
+		if st.RequestID != nil || st.Requests != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // PyRequests says where a Python stage call's requests are: the list at Path
 // from the argument Arg, each request's id at ID (read while the call runs).

@@ -19,6 +19,9 @@ type Site struct {
 	// its verify): an entry that would do either proves the open call over,
 	// its exit lost (cut.go).
 	Native bool
+	// Boundary, for the spec's request boundary (stream.go), is the name
+	// its requests' ids start with; its calls make no span. "" for a stage.
+	Boundary string
 }
 
 // Value is one named integer read at a stage boundary.
@@ -114,6 +117,12 @@ type Builder struct {
 	// the collector frees it once no step holds a part of it.
 	values []Value
 	calls  []Call
+	// Streams: the spec's stages name no request, so a step whose calls
+	// name none serves its thread's request (stream.go) instead of none;
+	// a thread's stream outside the request boundary's calls begins its
+	// next request after StreamIdle without a step (0: never).
+	Streams    bool
+	StreamIdle time.Duration
 }
 
 const chunk = 256
@@ -149,6 +158,7 @@ type openCall struct {
 	values    []Value
 	requests  []string
 	cuda      CUDACount
+	inner     bool // part of the call it runs in, not a stage call (innerCall)
 }
 
 type thread struct {
@@ -162,6 +172,7 @@ type thread struct {
 	topStart int
 	first    string // stage of the step's first top-level call
 	raised   bool   // the latest top-level call ended with an error
+	stream   streamThread
 }
 
 // New returns a Builder for the given sites; clock converts boot time to wall time.
@@ -179,6 +190,10 @@ func (b *Builder) Add(e *Event) {
 	}
 	if e.Dropped > 0 {
 		b.dropped(e.TID, t, e.BootNs, e.Dropped)
+	}
+	if b.sites[e.Site].Boundary != "" {
+		b.boundary(e.TID, t, e)
+		return
 	}
 	if e.Cancel {
 		for i := len(t.open) - 1; i >= 0; i-- {
@@ -199,6 +214,9 @@ func (b *Builder) Add(e *Event) {
 			b.cutNative(e.TID, t, e.Site, e.BootNs)
 		}
 		switch {
+		case b.innerCall(t, stage):
+			t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, inner: true})
+			return
 		case len(t.open) == 0:
 			if spanschema.NewStep(t.last, stage) || spanschema.RepeatBegins(t.first, stage, site.Batch, t.raised) {
 				b.flushStep(e.TID, t)
@@ -260,6 +278,9 @@ func (b *Builder) cut(tid uint32, t *thread, oc openCall, end uint64, why, errMs
 }
 
 func (b *Builder) close(tid uint32, t *thread, oc openCall, end uint64, cuda CUDACount, why, errMsg string) {
+	if oc.inner {
+		return
+	}
 	site := b.sites[oc.site]
 	c := Call{
 		Stage: site.Stage, PID: t.pid, TID: tid,
@@ -301,6 +322,9 @@ func (b *Builder) flushStep(tid uint32, t *thread) {
 				rids = append(rids, r)
 			}
 		}
+	}
+	if len(rids) == 0 && b.Streams {
+		rids = append(rids, b.streamRequest(tid, t, calls))
 	}
 	b.Stats.Steps++
 	sent := false

@@ -110,6 +110,7 @@ func (b *Builder) dropped(tid uint32, t *thread, at uint64, n uint32) {
 	}
 	t.open = t.open[:0]
 	b.endStep(tid, t)
+	t.endStream()
 }
 
 // endStep hands on the thread's step and starts the next one afresh.
@@ -133,7 +134,7 @@ func (b *Builder) Expire(now uint64) {
 			b.cut(tid, t, oc, now, CutExitMissed, "stage exit was not seen: open longer than any call of its stage")
 			t.open = slices.Delete(t.open, j, j+1)
 		}
-		if n > 0 && len(t.open) == 0 {
+		if n > 0 && len(t.open) == 0 || b.stepIdle(t, now) {
 			b.endStep(tid, t)
 		}
 	}

@@ -46,7 +46,7 @@ func placeStages(cfg Config) ([]*procTrace, error) {
 	}
 	var out []*procTrace
 	byPID := map[int]*procTrace{}
-	for _, name := range append([]string{probes.Verify}, probes.StageNames...) {
+	for _, name := range append([]string{probes.Verify}, probes.ProbedStages...) {
 		st := cfg.Spec.Stages[name]
 		if st == nil {
 			continue
@@ -93,7 +93,7 @@ func describePlacement(w io.Writer, attached procgroup.Proc, procs []*procTrace)
 // stages names the stages that run in the process, in stage order.
 func (p *procTrace) stages() []string {
 	var out []string
-	for _, name := range probes.StageNames {
+	for _, name := range probes.ProbedStages {
 		if p.spec.Stages[name] != nil {
 			out = append(out, name)
 		}

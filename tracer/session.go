@@ -157,6 +157,8 @@ func (s *session) wire() {
 		sites = append(sites, p.sess.Sites()...)
 	}
 	s.builder = spanbuilder.New(sites, spanbuilder.NewClock(), next)
+	// A spec whose stages name no request: each thread's steps make its requests.
+	s.builder.Streams, s.builder.StreamIdle = !s.cfg.Spec.NamesRequests(), s.sink.IdleAfter
 	// The first call whose values fail their spec's checks ends the trace:
 	// neither it nor anything after it reaches the builder.
 	s.refusal = newRefusal()
