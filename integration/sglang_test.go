@@ -115,6 +115,25 @@ func TestSGLangNormalLoop(t *testing.T) {
 	}
 }
 
+// TestSGLangMainShapes: SGLang main's EAGLE V2 (eagle_worker_v2.py at
+// 13a7ffeceaf3) as the last stage of pipeline parallelism, which drafts the
+// next round at the end of each step (draft(batch, with_topology=True)) and
+// verifies the next step without drafting, and with DP spec/prefill
+// coordination, which drafts an empty idle batch in each prefill step: the
+// spans equal the log (each tail draft with the verify of its round, the idle
+// drafts with none) on every interpreter. The builder's side is pinned by
+// spanbuilder's TestPPTailDraft and TestIdleEmptyDraft.
+func TestSGLangMainShapes(t *testing.T) {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, flags := range [][]string{{"--pp-tail-draft"}, {"--dp-prefill-coordination"}, {"--pp-tail-draft", "--dp-prefill-coordination"}} {
+		for _, py := range interpreters {
+			t.Run(strings.Join(flags, "")+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+				sglangRun(t, spec, script, py, flags...)
+			})
+		}
+	}
+}
+
 // TestSGLangCaveats runs the target with the caveats docs/design.md lists: the
 // verify code object read from the scheduler loop (f.__code__: references
 // the eval loop takes and drops, withdrawn as calls), and frames kept alive

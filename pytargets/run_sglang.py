@@ -68,6 +68,12 @@ def main(argv=None):
                         " importing its module): a server loading its model for as long as a test wants")
     p.add_argument("--disable-overlap", action="store_true",
                    help="event_loop_normal: accept counts resolve in the same step")
+    p.add_argument("--pp-tail-draft", action="store_true",
+                   help="as the last stage of pipeline parallelism: draft the next round at the end of"
+                        " each decode step (draft(batch, with_topology=True)), verify without drafting")
+    p.add_argument("--dp-prefill-coordination", action="store_true",
+                   help="SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION: each prefill step drafts an empty"
+                        " idle batch first")
     _entry.add_common_args(p)
     args = p.parse_args(argv)
     if args.shape == "autumn2026" and args.worker not in AUTUMN_WORKERS:
@@ -96,6 +102,8 @@ def main(argv=None):
         disable_overlap_schedule=args.disable_overlap,
         random_seed=args.seed,
         noise_calls=args.noise_calls,
+        pp_size=2 if args.pp_tail_draft else 1,
+        enable_dp_spec_prefill_coordination=args.dp_prefill_coordination,
     )
     server_args = dataclasses.replace(server_args, **extra)
     worker = make_worker(args, server_args)

@@ -19,3 +19,6 @@ class ServerArgs:
     random_seed: int = 1
     noise_calls: int = 20000                # test-only: unrelated Python calls per step
     num_draft_layers: int = 2               # multi-layer EAGLE only
+    pp_size: int = 1                        # > 1: the last PP stage drafts the next round at the end of a step
+    # SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION: a prefill step drafts an empty idle batch first
+    enable_dp_spec_prefill_coordination: bool = False

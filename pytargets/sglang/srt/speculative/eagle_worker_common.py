@@ -89,6 +89,8 @@ def spec_v2_forward(worker, batch, on_publish=None, grammar_barrier=None, pp_pro
     dw = worker.draft_worker
     prefix = getattr(worker, "spec_stage_span_prefix", "")
     if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+        if getattr(worker.server_args, "enable_dp_spec_prefill_coordination", False):
+            idle_draft(worker, batch)
         batch_output = worker.target_worker.forward_batch_generation(
             batch, pp_proxy_tensors=pp_proxy_tensors, capture_hidden_mode=CaptureHiddenMode.FULL)
         if on_publish is not None:
@@ -104,30 +106,67 @@ def spec_v2_forward(worker, batch, on_publish=None, grammar_barrier=None, pp_pro
     worker.activate_step_by_batch(len(batch.reqs))
     if batch.spec_info is None:
         batch.spec_info = EagleDraftInput()
-    with spec_stage_span(prefix + "_draft"):
-        t0 = time.time_ns()
-        verify_input = dw.draft(batch)
-        t1 = time.time_ns()
-    T.stage("draft", t0, t1, batch.reqs, batch.forward_ct, method=_method(dw, "draft"))
+    pending, worker._tail_verify_input = getattr(worker, "_tail_verify_input", None), None
+    if pending is not None and pending[0] == [r.rid for r in batch.reqs]:
+        # PP: the previous step's tail draft drafted this round; do not re-draft. (Upstream's
+        # scheduler relays each request's chain; here a batch whose requests changed since
+        # the tail draft is drafted afresh.)
+        verify_input = pending[1]
+    else:
+        with spec_stage_span(prefix + "_draft"):
+            t0 = time.time_ns()
+            verify_input = dw.draft(batch)
+            t1 = time.time_ns()
+        T.stage("draft", t0, t1, batch.reqs, batch.forward_ct, method=_method(dw, "draft"))
     assert verify_input.is_verify_input()
     batch.spec_info = verify_input
     vmethod = _method(worker, "verify")
     with spec_stage_span(prefix + "_verify"):
         t0 = time.time_ns()
         try:
-            batch_output = worker.verify(batch, grammar_barrier=grammar_barrier)
+            batch_output = worker.verify(batch, pp_proxy_tensors=pp_proxy_tensors,
+                                         grammar_barrier=grammar_barrier)
         except _faults.VerifyFailed as e:
             t1 = time.time_ns()
             log_verify(worker, t0, t1, batch, vmethod, error=type(e).__name__)
             del e
             t0 = time.time_ns()
-            batch_output = worker.verify(batch, grammar_barrier=grammar_barrier)
+            batch_output = worker.verify(batch, pp_proxy_tensors=pp_proxy_tensors,
+                                         grammar_barrier=grammar_barrier)
         t1 = time.time_ns()
     log_verify(worker, t0, t1, batch, vmethod)
     if on_publish is not None:
         on_publish(batch_output.new_seq_lens)
     extend_decode(worker, batch, batch_output, prefix + "_draft_extend_decode")
+    if getattr(worker.server_args, "pp_size", 1) > 1 and not batch.forward_mode.is_idle():
+        # PP tail draft (13a7ffeceaf3): the next round's chain, drafted now, on the batch as
+        # this step leaves it; the next step verifies it without drafting.
+        batch.spec_info = batch_output.next_draft_input
+        with spec_stage_span(prefix + "_draft"):
+            t0 = time.time_ns()
+            tail, _, _ = dw.draft(batch, with_topology=True)
+            t1 = time.time_ns()
+        worker._tail_verify_input = ([r.rid for r in batch.reqs], tail)
+        T.stage("draft", t0, t1, batch.reqs, batch.forward_ct + 1, method=_method(dw, "draft"), tail=True)
     return batch_output
+
+
+def idle_draft(worker, batch):
+    """_forward_dp_spec_prefill_coordination's draft of an empty idle batch in a prefill step
+    (13a7ffeceaf3): it serves no request, and the ground truth logs it with none."""
+    import copy
+    import time
+    from _groundtruth import truth
+    from sglang.srt.speculative.spec_utils import spec_stage_span
+
+    idle = copy.copy(batch)
+    idle.reqs = []
+    idle.spec_info = EagleDraftInput()
+    with spec_stage_span(getattr(worker, "spec_stage_span_prefix", "") + "_draft"):
+        t0 = time.time_ns()
+        worker.draft_worker.draft(idle)
+        t1 = time.time_ns()
+    truth().stage("draft", t0, t1, [], batch.forward_ct, method=_method(worker.draft_worker, "draft"), idle=True)
 
 
 def extend_decode(worker, batch, batch_output, span, **extra):

@@ -1,4 +1,4 @@
-"""Mirrors python/sglang/srt/speculative/eagle_worker_v2.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy; main's newest is 13a7ffeceaf3, not mirrored yet: docs/upstream.md):
+"""Mirrors python/sglang/srt/speculative/eagle_worker_v2.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy, with main's 13a7ffeceaf3 stage shapes: draft(self, batch, *, with_topology=False), verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None) called by keyword, the PP tail draft and the idle draft of DP spec/prefill coordination (eagle_worker_common.spec_v2_forward, --pp-tail-draft, --dp-prefill-coordination); main's workers without ps are not mirrored: docs/upstream.md):
 EagleDraftWorker(EagleDraftWorkerBase) with draft(self, batch), _draft_extend_for_prefill(self,
 batch, target_hidden_states, next_token_ids, mm_input_embeds=None) and
 _draft_extend_for_decode(self, batch, batch_result, source_draft_token_num=None);
@@ -43,7 +43,7 @@ class EagleDraftWorker(EagleDraftWorkerBase):
     def init_lm_head(self):
         self.shares_lm_head = True
 
-    def draft(self, batch):
+    def draft(self, batch, *, with_topology=False):
         if _faults.want_hold("EagleDraftWorker.draft"):
             try:
                 raise _faults.HeldFrame()
@@ -53,10 +53,13 @@ class EagleDraftWorker(EagleDraftWorkerBase):
         forward_batch, _ = prepare_for_draft(draft_input, None, batch, None, None, self.topk,
                                              self.speculative_num_steps)
         draft_tokens = self.draft_forward(forward_batch, batch)
-        return build_eagle_verify_input(
+        verify_input = build_eagle_verify_input(
             batch, draft_input, None, None, draft_tokens, None, target_worker=self.target_worker,
             topk=self.topk, num_steps=self.speculative_num_steps,
             num_draft_tokens=self.speculative_num_draft_tokens)
+        if with_topology:  # the PP tail draft relays the tree's shape with the tokens
+            return verify_input, None, None
+        return verify_input
 
     def draft_forward(self, forward_batch, batch):
         return draft_tokens_for(batch, self.work_rng, self.speculative_num_steps,
@@ -110,7 +113,7 @@ class EAGLEWorkerV2(BaseSpecWorker):
             route="retrieval")
         return batch_result.next_draft_input
 
-    def verify(self, batch, grammar_barrier=None):
+    def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
         bs = len(batch.reqs)  # the fault hooks' closures take bs: batch stays a plain local, as upstream
         _faults.verify_entered(lambda: stage_work(bs, 5000))
         _faults.verify_may_raise(lambda: stage_work(bs, 2500))

@@ -71,7 +71,7 @@ class MultiLayerEagleWorkerV2(BaseSpecWorker):
                                  pp_proxy_tensors=None):
         return spec_v2_forward(self, batch, on_publish, grammar_barrier, pp_proxy_tensors)
 
-    def verify(self, batch, grammar_barrier=None):
+    def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
         bs = len(batch.reqs)  # the fault hook's closure takes bs: batch stays a plain local, as upstream
         _faults.verify_entered(lambda: stage_work(bs, 5000))
         if _faults.want_hold("MultiLayerEagleWorkerV2.verify"):
