@@ -78,6 +78,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.shape == "autumn2026" and args.worker not in AUTUMN_WORKERS:
         p.error("--worker %s has no autumn2026 shape (it has: %s)" % (args.worker, ", ".join(sorted(AUTUMN_WORKERS))))
+    if args.shape == "autumn2026" and (args.pp_tail_draft or args.dp_prefill_coordination):
+        p.error("--pp-tail-draft and --dp-prefill-coordination are today's shapes only")
     _entry.setup_path(args.shape)
 
     # Import the stack before "ready", as a server would. The autumn-2026 stack imported EAGLE
@@ -102,9 +104,10 @@ def main(argv=None):
         disable_overlap_schedule=args.disable_overlap,
         random_seed=args.seed,
         noise_calls=args.noise_calls,
-        pp_size=2 if args.pp_tail_draft else 1,
-        enable_dp_spec_prefill_coordination=args.dp_prefill_coordination,
     )
+    if args.pp_tail_draft or args.dp_prefill_coordination:  # today's shape only
+        extra = dict(extra, pp_size=2 if args.pp_tail_draft else 1,
+                     enable_dp_spec_prefill_coordination=args.dp_prefill_coordination)
     server_args = dataclasses.replace(server_args, **extra)
     worker = make_worker(args, server_args)
 

@@ -14,10 +14,18 @@ class SamplingParams:
         self.max_new_tokens = max_new_tokens
 
 
+class ReqKV:
+    def __init__(self, kv_committed_len=0, kv_allocated_len=0, req_pool_idx=None):
+        self.kv_committed_len = kv_committed_len
+        self.kv_allocated_len = kv_allocated_len
+        self.req_pool_idx = req_pool_idx
+
+
 class Req(ReqBase):
     def __init__(self, rid, origin_input_ids, sampling_params):
         super().__init__(rid, origin_input_ids, sampling_params)
-        self.kv_committed_len = len(origin_input_ids)
+        # main keeps the KV lengths on req.kv (kv_committed_len, kv_allocated_len, req_pool_idx)
+        self.kv = ReqKV(kv_committed_len=len(origin_input_ids))
         # Speculative-decoding counters, as upstream: verify passes, correct drafts (bonus
         # token excluded) and a histogram of correct drafts per verify. Updated when a
         # verify's accept lengths reach the host, for requests neither finished nor retracted.

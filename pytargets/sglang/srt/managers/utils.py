@@ -15,6 +15,7 @@ class GenerationBatchResult:
     can_run_cuda_graph: bool = False
     num_correct_drafts: int = 0
     num_correct_drafts_per_req_cpu: Optional[List[int]] = None
+    num_non_draft_tokens_per_req: int = 1  # tokens of each accept length that are no draft (UNO: 2)
     spec_route: Optional[str] = None   # HYBRID: the route that produced this result
     forward_ct: int = 0                # test-only: the step whose verify produced this result
 

@@ -67,14 +67,15 @@ class UnoWorkerV2(BaseSpecWorker):
                       step=batch.forward_ct, method="UnoWorkerV2._run_target_block")
         n = self.forward_width
         predict = [(h >> (i % 20)) % 32000 for i in range(bs * n)]
-        accept_lens = accept_drafts(self.accept_rng, self.server_args.speculative_accept_p,
-                                    self.num_steps, predict, candidates, n)
+        # UNO verifies n - 2 drafts: each accept length holds 2 tokens that are no draft.
+        accept_lens = [a + 1 for a in accept_drafts(self.accept_rng, self.server_args.speculative_accept_p,
+                                                    self.num_steps - 1, predict, candidates, n)]
         new_seq_lens = [s + a for s, a in zip(batch.seq_lens, accept_lens)]
         if on_publish is not None:
             on_publish(new_seq_lens)
         return GenerationBatchResult(next_token_ids=predict, accept_lens=accept_lens,
                                      new_seq_lens=new_seq_lens, speculative_num_draft_tokens=n,
-                                     forward_ct=batch.forward_ct)
+                                     forward_ct=batch.forward_ct, num_non_draft_tokens_per_req=2)
 
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
                                  pp_proxy_tensors=None):

@@ -1,5 +1,6 @@
 """Mirrors python/sglang/srt/managers/scheduler_components/batch_result_processor.py
-(sgl-project/sglang df80246e0a3e, a stored copy not shown to be main's newest: docs/upstream.md): SchedulerBatchResultProcessor, a frozen, slotted,
+(sgl-project/sglang df80246e0a3e, a stored copy not shown to be main's newest, with main's
+accept count, accept_len - num_non_draft_tokens_per_req, and req.kv: docs/upstream.md): SchedulerBatchResultProcessor, a frozen, slotted,
 keyword-only dataclass. process_batch_result_decode(batch, result) ->
 _normalize_decode_outputs(batch=, result=, ...) -> _resolve_spec_v2_tokens(result, batch), where a
 verify's accept lengths reach the host (one loop later under overlap scheduling) and the
@@ -38,8 +39,11 @@ class SchedulerBatchResultProcessor(ResultProcessorBase):
         """Resolve the padded next token ids for spec-v2 (overlap and non-overlap)."""
         next_token_ids = result.next_token_ids
         accept_lens = result.accept_lens
-        result.num_correct_drafts = sum(accept_lens) - len(batch.reqs)
-        result.num_correct_drafts_per_req_cpu = [x - 1 for x in accept_lens]
+        # Each accept length counts the request's non-draft tokens too: the bonus (1), and
+        # for UNO a second one (GenerationBatchResult.num_non_draft_tokens_per_req = 2).
+        non_draft = result.num_non_draft_tokens_per_req
+        result.num_correct_drafts = sum(accept_lens) - non_draft * len(batch.reqs)
+        result.num_correct_drafts_per_req_cpu = [x - non_draft for x in accept_lens]
 
         # Feed the worker now that the accept lengths are on the host.
         self.model_worker.on_verify_complete_cpu(
@@ -50,7 +54,7 @@ class SchedulerBatchResultProcessor(ResultProcessorBase):
         for i, req in enumerate(batch.reqs):
             accept_tokens = next_token_ids[i * stride: i * stride + accept_lens[i]]
             if not (req.is_retracted or req.finished()):
-                req.kv_committed_len += len(accept_tokens)
+                req.kv.kv_committed_len += len(accept_tokens)
                 req.spec_verify_ct += 1
                 n = result.num_correct_drafts_per_req_cpu[i]
                 req.spec_num_correct_drafts += n
