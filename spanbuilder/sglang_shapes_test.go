@@ -41,7 +41,6 @@ func stepsByCall(steps []spanbuilder.Step) []string {
 	return out
 }
 
-
 func feedCalls(b *spanbuilder.Builder, calls ...[]*spanbuilder.Event) {
 	for _, c := range calls {
 		add(b, c...)
