@@ -63,12 +63,31 @@ func (p *parser) pythonStage(s *Stage, n *yaml.Node, f map[string]*yaml.Node, wh
 	p.pythonAccept(s, n, f, what)
 }
 
-// pyCond reads {arg, path, equals}.
+// maxWhenValues bounds a when's list of values: a stage is told apart by a
+// handful of modes, and a longer list is a mistake.
+const maxWhenValues = 16
+
+// pyCond reads {arg, path, equals}; equals is one constant or a list of
+// them (the call is kept when the value is any of them).
 func (p *parser) pyCond(n *yaml.Node, what string) *PyCond {
 	cf := p.fields(n, what, "arg", "path", "equals")
 	c := &PyCond{Line: n.Line}
 	// Without path, the argument itself.
-	p.argPath(n, cf, what, &c.Arg, &c.ArgChoice, map[string]*string{"path": &c.Path, "equals": &c.Equals}, "forward_mode", "equals")
+	p.argPath(n, cf, what, &c.Arg, &c.ArgChoice, map[string]*string{"path": &c.Path}, "forward_mode")
+	e, ok := cf["equals"]
+	if !ok {
+		p.fail(n, "%s: missing equals (a constant, or a list of them)", what)
+		return c
+	}
+	c.Equals = p.strs(e, what+".equals")
+	if len(c.Equals) > maxWhenValues {
+		p.fail(e, "%s.equals: %d values, at most %d", what, len(c.Equals), maxWhenValues)
+	}
+	for i, v := range c.Equals {
+		if slices.Contains(c.Equals[:i], v) {
+			p.fail(e, "%s.equals: %q given twice", what, v)
+		}
+	}
 	return c
 }
 

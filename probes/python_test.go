@@ -2,6 +2,7 @@ package probes
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -147,7 +148,7 @@ stages:
 	if s.Worker != "NGRAMWorker" || !s.SameBatch || s.Match.Priority != 1 {
 		t.Errorf("spec: worker %q same_batch %v priority %d", s.Worker, s.SameBatch, s.Match.Priority)
 	}
-	if w := s.Stages[Verify].When; w == nil || w.Arg != "model_worker_batch" || w.Path != "forward_mode" || w.Equals != "2" || w.Line != 12 {
+	if w := s.Stages[Verify].When; w == nil || w.Arg != "model_worker_batch" || w.Path != "forward_mode" || !slices.Equal(w.Equals, []string{"2"}) || w.Line != 12 {
 		t.Errorf("when: %+v", w)
 	}
 	for _, c := range []struct{ src, want string }{
@@ -162,6 +163,47 @@ stages:
 	_, err = Parse("v.yaml", []byte("engine: x\nstages:\n  verify:\n    module: a\n    qualname: f\n    when: {arg: b, equals: 1}\n"))
 	if err == nil || !strings.Contains(err.Error(), "give requests too") {
 		t.Errorf("when without requests: %v", err)
+	}
+}
+
+// equals takes one constant or a list of them (any of them keeps a call);
+// an empty, repeated or over-long list is refused at its line.
+func TestParseWhenEquals(t *testing.T) {
+	many := "[" + strings.Repeat("1, ", 16) + "2]"
+	for _, c := range []struct {
+		equals string
+		want   []string
+		err    string
+	}{
+		{"2", []string{"2"}, ""},
+		{"[2, 5]", []string{"2", "5"}, ""},
+		{"[decode, True]", []string{"decode", "True"}, ""},
+		{"[]", nil, "v.yaml:6: stages.verify.when.equals: expected at least one string"},
+		{"[2, 2]", nil, `v.yaml:6: stages.verify.when.equals: "2" given twice`},
+		{"{a: 1}", nil, "v.yaml:6: stages.verify.when.equals: expected a string or a list of strings"},
+		{many, nil, "v.yaml:6: stages.verify.when.equals: 17 values, at most 16"},
+	} {
+		src := "engine: x\nstages:\n  verify:\n    module: a\n    qualname: C.f\n" +
+			"    when: {arg: b, path: mode, equals: " + c.equals + "}\n" +
+			"    requests: {arg: b, path: \"reqs[*]\", id: rid}\n"
+		s, err := Parse("v.yaml", []byte(src))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("equals %s: %v, want %q", c.equals, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("equals %s: %v", c.equals, err)
+			continue
+		}
+		if got := s.Stages[Verify].When.Equals; !slices.Equal(got, c.want) {
+			t.Errorf("equals %s: %q, want %q", c.equals, got, c.want)
+		}
+	}
+	_, err := Parse("v.yaml", []byte("engine: x\nstages:\n  verify:\n    module: a\n    qualname: C.f\n    when: {arg: b, path: mode}\n    requests: {arg: b, path: \"reqs[*]\", id: rid}\n"))
+	if err == nil || !strings.Contains(err.Error(), "v.yaml:6: stages.verify.when: missing equals") {
+		t.Errorf("when without equals: %v", err)
 	}
 }
 

@@ -109,9 +109,9 @@ type Stage struct {
 	Module   string
 	Qualname string
 	Requests *PyRequests
-	// When, if set, keeps only the calls whose value at When equals
+	// When, if set, keeps only the calls whose value at When is one of
 	// When.Equals (NGRAM's forward_batch_generation verifies only on a
-	// decode batch); read with the requests, as the call starts.
+	// decode batch); read with the requests.
 	When *PyCond
 	// For a Python accept stage: read when it returns, from the frame of
 	// ReadFrom (a function of the same module still running then), the
@@ -124,12 +124,13 @@ type Stage struct {
 	Drafted *PyList
 }
 
-// PyCond compares the value at Path from the argument Arg with Equals (a str
-// or an int, as written).
+// PyCond compares the value at Path from the argument Arg with each of
+// Equals (a str or an int, as written): the call is kept if any matches.
 type PyCond struct {
-	Arg, Path, Equals string
-	ArgChoice         *ArgChoice
-	Line              int
+	Arg, Path string
+	Equals    []string
+	ArgChoice *ArgChoice
+	Line      int
 }
 
 // PyList is a list read from an argument of a Python frame.

@@ -15,7 +15,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 
 class ACMEWorker(BaseSpecWorker):
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
         self._target_worker = target_worker
         self._draft_worker = None

@@ -7,7 +7,8 @@ ground-truth log, so a spec's `when` is checked against a shape on machines wher
 watchpoints do not fire.
 
 usage: replay_when.py OUT STAGE=MODULE:QUALNAME:ARG:PATH:EQUALS... -- SCRIPT [ARGS...]
-ARG may list names separated by "|" (the first the function has); PATH is dotted attributes."""
+ARG may list names separated by "|" (the first the function has); PATH is dotted attributes;
+EQUALS may list values separated by "|" (a call is kept if its value is any of them)."""
 import json
 import os
 import runpy
@@ -55,7 +56,7 @@ def main():
         name, rest = s.split("=", 1)
         module, qualname, arg, path, equals = rest.split(":")
         stages.append({"name": name, "module": module, "qualname": qualname, "arg": arg,
-                       "path": path, "equals": equals, "code": None})
+                       "path": path, "equals": equals.split("|"), "code": None})
     out = open(out_path, "w")
 
     def hook(frame, event, _arg):
@@ -68,7 +69,7 @@ def main():
                 value = as_text(read(frame, st["arg"], st["path"]))
                 reqs = read(frame, st["arg"], "reqs")
                 out.write(json.dumps({"stage": st["name"], "rids": [r.rid for r in reqs],
-                                      "value": value, "kept": value == st["equals"]}) + "\n")
+                                      "value": value, "kept": value in st["equals"]}) + "\n")
 
     sys.argv = target
     sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))

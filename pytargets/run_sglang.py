@@ -48,10 +48,12 @@ def make_worker(args, server_args):
     algo = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
     if args.shape == "autumn2026":
         return algo.create_worker(server_args, target)
-    from sglang.srt.distributed.parallel_state_wrapper import ParallelState
     cls = algo.create_worker(server_args)
-    return cls(server_args=server_args, gpu_id=0, ps=ParallelState(), nccl_port=0,
-               target_worker=target)
+    if algo.is_hybrid():   # the #37237 branch's workers still take ps; main's do not
+        from sglang.srt.distributed.parallel_state_wrapper import ParallelState
+        return cls(server_args=server_args, gpu_id=0, ps=ParallelState(), nccl_port=0,
+                   target_worker=target)
+    return cls(server_args=server_args, gpu_id=0, nccl_port=0, target_worker=target)
 
 
 def main(argv=None):

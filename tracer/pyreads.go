@@ -3,6 +3,7 @@ package tracer
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/specprobe/specprobe/loader"
@@ -233,23 +234,31 @@ func (p *pyCalls) when(t *loader.PyTarget, read *loader.PyCallRead) (bool, error
 	if len(v.Values) != 1 || v.List {
 		return false, fmt.Errorf("%s: a list, not one value to compare", path)
 	}
-	return p.equalsAsWritten(v.Values[0], c.Equals)
+	return p.oneOf(v.Values[0], c.Equals)
 }
 
-// equalsAsWritten compares a value read with a spec's constant as written:
-// an int's digits, a str's text, True/False.
-func (p *pyCalls) equalsAsWritten(v any, want string) (bool, error) {
+// oneOf tells whether a value read equals one of a spec's constants as
+// written: an int's digits, a str's text, True/False.
+func (p *pyCalls) oneOf(v any, want []string) (bool, error) {
+	var text []string
 	switch x := v.(type) {
 	case bool:
 		s := "False"
 		if x {
 			s = "True"
 		}
-		return s == want || want == fmt.Sprint(x), nil
-	case int64, string:
-		return fmt.Sprint(x) == want, nil
+		text = []string{s, fmt.Sprint(x)}
+	case int64, uint64, string:
+		text = []string{fmt.Sprint(x)}
+	default:
+		return false, fmt.Errorf("a %s, not a str, int or bool to compare with %s", p.describe(v), strings.Join(want, " or "))
 	}
-	return false, fmt.Errorf("a %s, not a str, int or bool to compare with %q", p.describe(v), want)
+	for _, w := range want {
+		if slices.Contains(text, w) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // requests returns the request ids a call served, nil when its stage names

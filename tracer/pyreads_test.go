@@ -73,6 +73,32 @@ func TestPyCallsHandle(t *testing.T) {
 	}
 }
 
+// A when's value is kept if it equals any of the spec's constants, as
+// written; a value of another kind is an error, not a silent miss.
+func TestWhenOneOf(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want []string
+		keep bool
+		err  string
+	}{
+		{int64(2), []string{"2", "5"}, true, ""},
+		{int64(5), []string{"2", "5"}, true, ""},
+		{int64(1), []string{"2", "5"}, false, ""},
+		{uint64(5), []string{"5"}, true, ""},
+		{"decode", []string{"extend", "decode"}, true, ""},
+		{true, []string{"True"}, true, ""},
+		{true, []string{"true"}, true, ""},
+		{false, []string{"True"}, false, ""},
+		{nil, []string{"2", "5"}, false, "a None, not a str, int or bool to compare with 2 or 5"},
+	} {
+		keep, err := (&pyCalls{}).oneOf(tc.v, tc.want)
+		if keep != tc.keep || (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
+			t.Errorf("%v in %q: %v %v, want %v %q", tc.v, tc.want, keep, err, tc.keep, tc.err)
+		}
+	}
+}
+
 // An accept stage's read goes to the count matching; a verify's own counts
 // straight onto its spans; a request not in drafted gets none.
 func TestPyCallsCounts(t *testing.T) {

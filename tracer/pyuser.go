@@ -165,7 +165,7 @@ func (u *userReads) read(p *pyCalls, t *loader.PyTarget, tid int, hit uint64) (r
 	return rids, true, err
 }
 
-// holds tells whether a call's value at c equals c.Equals.
+// holds tells whether a call's value at c is one of c.Equals.
 func (u *userReads) holds(frame *pyproc.Frame, c *probes.PyCond) (bool, error) {
 	obj, err := u.proc.Local(frame, c.Arg)
 	if err != nil {
@@ -175,13 +175,11 @@ func (u *userReads) holds(frame *pyproc.Frame, c *probes.PyCond) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch x := v.(type) {
-	case string, int64, bool:
-		return (&pyCalls{}).equalsAsWritten(x, c.Equals)
-	case uint64:
-		return fmt.Sprint(x) == c.Equals, nil
+	ok, err := (&pyCalls{}).oneOf(v, c.Equals)
+	if err != nil {
+		return false, fmt.Errorf("%s.%s: %w", c.Arg, c.Path, err)
 	}
-	return false, fmt.Errorf("%s.%s: a %T, not a str or int to compare with %q", c.Arg, c.Path, v, c.Equals)
+	return ok, nil
 }
 
 // findEntered finds the frame of a call that entered at hit (boot ns). The

@@ -1,11 +1,10 @@
-"""Mirrors python/sglang/srt/speculative/eagle_worker_v2.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy, with main's 13a7ffeceaf3 stage shapes: draft(self, batch, *, with_topology=False), verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None) called by keyword, the PP tail draft and the idle draft of DP spec/prefill coordination (eagle_worker_common.spec_v2_forward, --pp-tail-draft, --dp-prefill-coordination); main's workers without ps are not mirrored: docs/upstream.md):
+"""Mirrors python/sglang/srt/speculative/eagle_worker_v2.py (sgl-project/sglang 02a3cd954bab, the HYBRID branch (#37237) copy, with main's 13a7ffeceaf3 stage shapes: draft(self, batch, *, with_topology=False), verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None) called by keyword, the PP tail draft and the idle draft of DP spec/prefill coordination (eagle_worker_common.spec_v2_forward, --pp-tail-draft, --dp-prefill-coordination) and main's __init__ (server_args, gpu_id, nccl_port, target_worker), ranks from runtime_context.get_parallel(); the branch's spec_stage_span_prefix and sync_hybrid_state live in hybrid_controller.BranchEAGLEWorkerV2: docs/upstream.md):
 EagleDraftWorker(EagleDraftWorkerBase) with draft(self, batch), _draft_extend_for_prefill(self,
 batch, target_hidden_states, next_token_ids, mm_input_embeds=None) and
 _draft_extend_for_decode(self, batch, batch_result, source_draft_token_num=None);
 EAGLEWorkerV2(BaseSpecWorker) with forward_batch_generation(self, batch, on_publish=None,
-grammar_barrier=None, pp_proxy_tensors=None), verify(self, batch, grammar_barrier=None) (calls
-eagle_worker_common.run_eagle_verify) and sync_hybrid_state (HYBRID: the draft extend after a
-retrieval verify). Every argument is the ScheduleBatch.
+grammar_barrier=None, pp_proxy_tensors=None), verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None) (calls
+eagle_worker_common.run_eagle_verify). Every argument is the ScheduleBatch.
 
 Test-only additions: the ground truth (eagle_worker_common.spec_v2_forward) and the
 fault/caveat hooks (_faults)."""
@@ -14,6 +13,7 @@ import sys
 
 import _faults
 from _workload import stage_work
+from sglang.srt.runtime_context import get_parallel
 from sglang.srt.managers.tp_worker import TpModelWorker  # noqa: F401  (as the real module)
 from sglang.srt.speculative import eagle_worker_common
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, EagleDraftWorkerBase
@@ -29,9 +29,9 @@ from sglang.srt.speculative.spec_utils import draft_tp_context
 
 
 class EagleDraftWorker(EagleDraftWorkerBase):
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
-        self.ps = ps
+        self.tp_rank = get_parallel().tp_rank
         self.target_worker = target_worker
         self.topk = server_args.speculative_eagle_topk
         self.speculative_num_steps = server_args.speculative_num_steps
@@ -86,17 +86,15 @@ class EagleDraftWorker(EagleDraftWorkerBase):
 class EAGLEWorkerV2(BaseSpecWorker):
     draft_worker_cls = EagleDraftWorker
 
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker,
-                 spec_stage_span_prefix=""):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
         self.topk = server_args.speculative_eagle_topk
         self.speculative_num_steps = server_args.speculative_num_steps
         self.speculative_num_draft_tokens = server_args.speculative_num_draft_tokens
-        self.ps = ps
+        self.tp_rank = get_parallel().tp_rank
         self.speculative_algorithm = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
-        self.spec_stage_span_prefix = spec_stage_span_prefix
         self._target_worker = target_worker
-        self._draft_worker = self.draft_worker_cls(server_args, gpu_id, ps, nccl_port, target_worker)
+        self._draft_worker = self.draft_worker_cls(server_args, gpu_id, nccl_port, target_worker)
         # Acceptance ("what the GPU decides"): its own seeded stream, so the accept counts of a
         # run depend only on --seed and the batch composition, never on timing.
         self.accept_rng = random.Random(server_args.random_seed * 31337 + 11)
@@ -104,14 +102,6 @@ class EAGLEWorkerV2(BaseSpecWorker):
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None,
                                  pp_proxy_tensors=None):
         return spec_v2_forward(self, batch, on_publish, grammar_barrier, pp_proxy_tensors)
-
-    def sync_hybrid_state(self, batch, batch_result):
-        """Advance EAGLE's draft state after a retrieval (NGRAM) verify of a HYBRID server."""
-        batch_result.next_draft_input = EagleDraftInput(bonus_tokens=batch_result.next_token_ids)
-        eagle_worker_common.extend_decode(
-            self, batch, batch_result, self.spec_stage_span_prefix + "_draft_extend_decode_retrieval",
-            route="retrieval")
-        return batch_result.next_draft_input
 
     def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
         bs = len(batch.reqs)  # the fault hooks' closures take bs: batch stays a plain local, as upstream

@@ -22,7 +22,7 @@ from sglang.srt.speculative.spec_utils import draft_tp_context
 
 
 class FrozenKVMTPDraftWorker(EagleDraftWorkerBase, TpModelWorker):
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         TpModelWorker.__init__(self, server_args, server_args.random_seed)
         self.target_worker = target_worker
         self.topk = server_args.speculative_eagle_topk

@@ -16,8 +16,11 @@ as the step's "verify" (the frame that covers both routes); the routed worker's 
 Branch-only: hybrid_controller.py exists only on the branch of sgl-project/sglang#37237 (open,
 not merged). That branch also gives NGRAMWorker the controller's hooks (get_retrieval_info,
 sync_hybrid_state, _hybrid_prepared_drafts, spec_stage_span_prefix, a draft that returns a
-bool): main's NGRAMWorker has none of them, so ngram_worker.py here mirrors main and the
-branch's additions live in BranchNGRAMWorker below, used only by this controller."""
+bool) and EAGLEWorkerV2 its hooks (spec_stage_span_prefix, sync_hybrid_state), and its workers
+take ps: ParallelState. Main's workers have none of these, so ngram_worker.py and
+eagle_worker_v2.py here mirror main, and the branch's additions live in BranchNGRAMWorker and
+BranchEAGLEWorkerV2 below, used only by this controller (their stage methods are main's, so
+the code objects a spec traces are the same)."""
 import dataclasses
 import json
 import random
@@ -25,6 +28,9 @@ import time
 
 from _groundtruth import truth
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.speculative import eagle_worker_common
+from sglang.srt.speculative.eagle_info import EagleDraftInput
+from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.hybrid_info import HybridVerifyInput
 from sglang.srt.speculative.ngram_info import NgramVerifyInput
@@ -40,7 +46,7 @@ class BranchNGRAMWorker(NGRAMWorker):
 
     def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker,
                  spec_stage_span_prefix=""):
-        super().__init__(server_args, gpu_id, ps, nccl_port, target_worker)
+        super().__init__(server_args, gpu_id, nccl_port, target_worker)
         self.spec_stage_span_prefix = spec_stage_span_prefix
         self._hybrid_prepared_drafts = None
 
@@ -76,6 +82,28 @@ class BranchNGRAMWorker(NGRAMWorker):
                                                     pp_proxy_tensors)
 
 
+class BranchEAGLEWorkerV2(EAGLEWorkerV2):
+    """EAGLEWorkerV2 as the HYBRID branch (02a3cd954bab) has it: named spans per route and the
+    draft extend after a retrieval verify."""
+
+    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker,
+                 spec_stage_span_prefix=""):
+        super().__init__(server_args, gpu_id, nccl_port, target_worker)
+        self.spec_stage_span_prefix = spec_stage_span_prefix
+
+    def sync_hybrid_state(self, batch, batch_result):
+        """Advance EAGLE's draft state after a retrieval (NGRAM) verify of a HYBRID server."""
+        batch_result.next_draft_input = EagleDraftInput(bonus_tokens=batch_result.next_token_ids)
+        eagle_worker_common.extend_decode(
+            self, batch, batch_result, self.spec_stage_span_prefix + "_draft_extend_decode_retrieval",
+            route="retrieval")
+        return batch_result.next_draft_input
+
+
+# The branch's classes of the workers main's create_worker returns.
+_BRANCH_WORKERS = {NGRAMWorker: BranchNGRAMWorker, EAGLEWorkerV2: BranchEAGLEWorkerV2}
+
+
 class HybridController(BaseSpecWorker):
     truth_verify_frame = "HybridController.forward_batch_generation"
 
@@ -89,8 +117,7 @@ class HybridController(BaseSpecWorker):
             algo = SpeculativeAlgorithm.from_string(config[role]["algorithm"])
             role_args = dataclasses.replace(server_args, speculative_algorithm=algo.name)
             cls = algo.create_worker(role_args)
-            if cls is NGRAMWorker:
-                cls = BranchNGRAMWorker   # the branch's NGRAMWorker, with the route hooks
+            cls = _BRANCH_WORKERS[cls]   # the branch's worker, with the route hooks
             self.workers[role] = cls(server_args=role_args, gpu_id=gpu_id, ps=ps,
                                      nccl_port=nccl_port, target_worker=target_worker,
                                      spec_stage_span_prefix=role)

@@ -18,7 +18,7 @@ from sglang.srt.speculative.spec_utils import draft_tp_context
 
 
 class MultiLayerEagleDraftWorker(EagleDraftWorkerBase):
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
         self.target_worker = target_worker
         self.num_layers = server_args.num_draft_layers
@@ -57,13 +57,13 @@ class MultiLayerEagleDraftWorker(EagleDraftWorkerBase):
 
 
 class MultiLayerEagleWorkerV2(BaseSpecWorker):
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
         self.topk = server_args.speculative_eagle_topk
         self.speculative_num_steps = server_args.speculative_num_steps
         self.speculative_num_draft_tokens = server_args.speculative_num_draft_tokens
         self._target_worker = target_worker
-        self._draft_worker = MultiLayerEagleDraftWorker(server_args, gpu_id, ps, nccl_port,
+        self._draft_worker = MultiLayerEagleDraftWorker(server_args, gpu_id, nccl_port,
                                                         target_worker)
         self.accept_rng = random.Random(server_args.random_seed * 31337 + 11)
 

@@ -1,9 +1,9 @@
 """Mirrors python/sglang/srt/speculative/ngram_worker.py as it is on SGLang's main branch: the
-newest stored main copy (the one whose __init__ takes ps: ParallelState and imports
-sglang.kernels.ops.speculative.cache_locs; the index gives no commit for it, see
-docs/upstream.md "How the newest main was found"), with the scheduler-facing signature of main's
-other V2 workers (eagle_worker_v2.py at 13a7ffeceaf3: forward_batch_generation(self, batch,
-on_publish=None, grammar_barrier=None, pp_proxy_tensors=None)).
+newest stored main copy (the one that imports sglang.kernels.ops.speculative.cache_locs; the
+index gives no commit for it, see docs/upstream.md "How the newest main was found"), with what
+main's other V2 workers have at 13a7ffeceaf3: forward_batch_generation(self, batch,
+on_publish=None, grammar_barrier=None, pp_proxy_tensors=None), and an __init__ without
+ps: ParallelState (ranks from runtime_context.get_parallel()).
 
 NGRAMWorker(BaseSpecWorker) has no draft model. forward_batch_generation calls
 _prepare_for_speculative_decoding(self, batch) for EVERY batch. That draft returns None on main
@@ -29,6 +29,7 @@ from _sglang_loop import accept_drafts
 from _workload import stage_work
 from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
+from sglang.srt.runtime_context import get_parallel
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
@@ -36,11 +37,11 @@ from sglang.srt.speculative.ngram_info import NgramVerifyInput
 class NGRAMWorker(BaseSpecWorker):
     truth_verify_frame = "NGRAMWorker.forward_batch_generation"
 
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
         self._target_worker = target_worker
         self._draft_worker = None
-        self.tp_rank = ps.tp_rank
+        self.tp_rank = get_parallel().tp_rank
         self.draft_token_num = server_args.speculative_num_draft_tokens
         self.speculative_num_draft_tokens = self.draft_token_num
         self.num_steps = server_args.speculative_num_steps

@@ -2,7 +2,8 @@
 SpeculativeAlgorithm, its plugin hook register(), and create_worker(server_args), which imports
 each worker's module only when that worker is chosen (the module a process imported is how the
 catalog tells the variants apart). It returns the class; the scheduler builds the worker with
-(server_args, gpu_id, ps, nccl_port, target_worker)."""
+(server_args, gpu_id, nccl_port, target_worker) as main's workers take them at 13a7ffeceaf3
+(HYBRID, a branch, still adds ps)."""
 import enum
 
 from sglang.srt.speculative.spec_registry import get_spec as _get_registered_spec

@@ -17,6 +17,7 @@ from _groundtruth import truth
 from _sglang_loop import accept_drafts
 from _workload import stage_work
 from sglang.srt.managers.utils import GenerationBatchResult, prefill_result
+from sglang.srt.runtime_context import get_parallel
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.dspark_components.dspark_draft import DraftBlockProposer
 
@@ -30,9 +31,9 @@ class TargetVerifyExecutor:
 
 
 class DSparkWorkerV2(BaseSpecWorker):
-    def __init__(self, server_args, gpu_id, ps, nccl_port, target_worker):
+    def __init__(self, server_args, gpu_id, nccl_port, target_worker):
         self.server_args = server_args
-        self.ps = ps
+        self.tp_rank = get_parallel().tp_rank
         self._target_worker = target_worker
         self._draft_worker = None
         self.gamma = server_args.speculative_num_steps
