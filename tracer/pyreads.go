@@ -33,6 +33,11 @@ type pyCalls struct {
 	// thread is in its step, to tell when a step begins.
 	stepRids map[uint32][]string
 	stepPos  map[uint32]*stepPos
+	// With same_batch: when each thread's stepRids were read (the end of
+	// the call that read them), and when each site's latest call on each
+	// thread began, to tell a call nested in another.
+	stepAt  map[uint32]uint64
+	entered map[callKey]uint64
 	// typeName names the type of a value read (for messages).
 	typeName func(uint64) string
 	Stats    PyStats
@@ -48,6 +53,9 @@ type PyStats struct {
 	// Calls whose own read failed that took the requests another call of
 	// their step read (the spec's same_batch).
 	FromStep uint64
+	// Calls whose when could not be read, kept because a call nested in
+	// them was kept by its own when and read their batch (same_batch).
+	WhenFromStep uint64
 	// User-space reads: frame lookups tried again, and the time from the
 	// watchpoint hit to the end of the reads.
 	Retries        uint64
@@ -112,6 +120,9 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		return p.user.handle(p, t, e, span)
 	}
 	read, _ := e.Read.(*loader.PyCallRead)
+	if !e.Exit && p.entered != nil {
+		p.entered[callKey{e.Site, e.TID}] = e.BootNs
+	}
 	if !e.Exit || e.Cancel || t.Program == nil {
 		return span
 	}
@@ -122,7 +133,11 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		p.counts(t, e.TID, e.BootNs, read)
 		return false
 	}
-	if keep, err := p.when(t, read); !keep {
+	if keep, err := p.when(t, read); !keep && err != nil && p.nestedKept(e) {
+		// Its argument was gone by the return (a temporary), but a call
+		// within it passed its own when on the same batch: it is the stage.
+		p.Stats.WhenFromStep++
+	} else if !keep {
 		// Left out: its entry already reached the builder, withdraw it.
 		p.Stats.Skipped++
 		if err != nil {
@@ -172,7 +187,7 @@ func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
 		e.Requests, good = rids, true
 		p.Stats.FromStep++
 	} else if good && p.stepRids != nil {
-		p.stepRids[e.TID] = e.Requests
+		p.stepRids[e.TID], p.stepAt[e.TID] = e.Requests, e.BootNs
 	}
 	if p.match != nil && t.Stage.Name == probes.Verify && e.Err == "" && t.Stage.Accepted == nil {
 		// A verify that raised is not the step's: the retry that follows is.
@@ -182,6 +197,19 @@ func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
 		}
 		p.match.Verify(spanbuilder.VerifyKey{TID: e.TID, End: e.BootNs}, rids, time.Now())
 	}
+}
+
+// nestedKept tells whether, with same_batch, a call that began after e's
+// call and ended before it (so nested in it, on its batch) read the
+// requests its step keeps. A call kept before e's began may be another
+// step's, and is not taken.
+func (p *pyCalls) nestedKept(e *spanbuilder.Event) bool {
+	if p.stepRids == nil {
+		return false
+	}
+	_, ok := p.stepRids[e.TID]
+	began, entered := p.entered[callKey{e.Site, e.TID}]
+	return ok && entered && p.stepAt[e.TID] > began
 }
 
 // unsure: a call left out because its when could not be read may have been

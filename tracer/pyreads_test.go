@@ -18,7 +18,11 @@ func (s *steps) Step(st spanbuilder.Step) { s.out = append(s.out, st) }
 
 func pyTarget(t *testing.T, name, yaml string, roles ...loader.PyRole) loader.PyTarget {
 	t.Helper()
-	sp, err := probes.Parse("t.yaml", []byte("engine: t\nstages:\n  "+name+":\n    module: m\n    qualname: f\n"+yaml))
+	src := "engine: t\nstages:\n  " + name + ":\n    module: m\n    qualname: f\n" + yaml
+	if name != probes.Verify { // every spec has a verify
+		src += "  verify: {module: m, qualname: g}\n"
+	}
+	sp, err := probes.Parse("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +72,59 @@ func TestPyCallsHandle(t *testing.T) {
 			}
 			if p.Stats.Failed != tc.failed || !strings.Contains(p.Stats.LastError, tc.lastErr) {
 				t.Errorf("failed %d (%q), want %d (%q)", p.Stats.Failed, p.Stats.LastError, tc.failed, tc.lastErr)
+			}
+		})
+	}
+}
+
+// With same_batch, a call whose when cannot be read (its argument, a
+// temporary, was freed by the return) is kept only when a call nested in
+// it passed its own when and read the batch: NGRAM's verify around its
+// draft. A call kept before it began (the previous step's) is not taken,
+// and nothing is kept without same_batch.
+func TestWhenUnreadableNested(t *testing.T) {
+	const when = "    requests: {arg: b, path: reqs, id: rid}\n    when: {arg: b, path: mode, equals: [2, 5]}\n"
+	verify := pyTarget(t, "verify", when, loader.RoleRequests, loader.RoleWhen)
+	draft := pyTarget(t, "draft", when, loader.RoleRequests, loader.RoleWhen)
+	freed := &loader.PyReadError{Code: 4, Step: 0, Item: -1}
+	gone := read(loader.PyValues{Err: freed}, loader.PyValues{Err: freed})
+	type ev struct {
+		site int
+		exit bool
+		at   uint64
+		read *loader.PyCallRead
+	}
+	for _, tc := range []struct {
+		name      string
+		sameBatch bool
+		events    []ev
+		keep      bool
+		requests  []string
+	}{
+		{"draft nested, kept", true, []ev{{0, false, 1, nil}, {1, false, 2, nil}, {1, true, 3, read(list("a", "b"), one(int64(5)))}, {0, true, 4, gone}}, true, []string{"a", "b"}},
+		{"draft nested, left out (prefill)", true, []ev{{0, false, 1, nil}, {1, false, 2, nil}, {1, true, 3, read(list("a"), one(int64(1)))}, {0, true, 4, gone}}, false, nil},
+		{"no call nested", true, []ev{{0, false, 1, nil}, {0, true, 4, gone}}, false, nil},
+		{"the previous step's draft", true, []ev{{0, false, 1, nil}, {1, false, 2, nil}, {1, true, 3, read(list("a"), one(int64(5)))}, {0, true, 4, read(list("a"), one(int64(2)))},
+			{0, false, 5, nil}, {0, true, 6, gone}}, false, nil},
+		{"without same_batch", false, []ev{{0, false, 1, nil}, {1, false, 2, nil}, {1, true, 3, read(list("a", "b"), one(int64(5)))}, {0, true, 4, gone}}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			targets := []*loader.PyTarget{&verify, &draft}
+			p := &pyCalls{sites: func(i int) (*loader.PyTarget, bool) { return targets[i], true }, pending: map[callKey][]pendingRead{}}
+			if tc.sameBatch {
+				p.stepRids, p.stepPos = map[uint32][]string{}, map[uint32]*stepPos{}
+				p.stepAt, p.entered = map[uint32]uint64{}, map[callKey]uint64{}
+			}
+			var last *spanbuilder.Event
+			for _, v := range tc.events {
+				last = &spanbuilder.Event{Site: v.site, TID: 1, Exit: v.exit, BootNs: v.at, Read: v.read}
+				p.handle(last)
+			}
+			if last.Cancel == tc.keep || !reflect.DeepEqual(last.Requests, tc.requests) {
+				t.Errorf("verify kept %v with %q, want %v with %q", !last.Cancel, last.Requests, tc.keep, tc.requests)
+			}
+			if want := map[bool]uint64{true: 1}[tc.keep]; p.Stats.WhenFromStep != want {
+				t.Errorf("WhenFromStep %d, want %d", p.Stats.WhenFromStep, want)
 			}
 		})
 	}

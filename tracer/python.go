@@ -148,6 +148,7 @@ func (p *pySession) start(sess *loader.Session, late *spanbuilder.LateAccept, ma
 	}
 	if p.sameBatch {
 		p.calls.stepRids, p.calls.stepPos = map[uint32][]string{}, map[uint32]*stepPos{}
+		p.calls.stepAt, p.calls.entered = map[uint32]uint64{}, map[callKey]uint64{}
 	}
 }
 
@@ -223,6 +224,7 @@ func (s *PyStats) add(o *PyStats) {
 	s.Late += o.Late
 	s.Skipped += o.Skipped
 	s.FromStep += o.FromStep
+	s.WhenFromStep += o.WhenFromStep
 	s.Retries += o.Retries
 	s.MaxLag = max(s.MaxLag, o.MaxLag)
 	s.SumLag += o.SumLag

@@ -171,6 +171,9 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 	if p := r.Python; p != nil {
 		fmt.Fprintf(w, "  python: requests read for %d calls, %d failed, %d too late (slowest read %s after the hit)%s\n",
 			p.Reads, p.Failed, p.Late, p.MaxLag.Round(time.Microsecond), lastError(p.LastError))
+		if p.WhenFromStep > 0 {
+			fmt.Fprintf(w, "  python: %d calls whose when could not be read kept: a call within them passed its own (same_batch)\n", p.WhenFromStep)
+		}
 		if p.FromStep > 0 {
 			fmt.Fprintf(w, "  python: %d calls without their own read took their step's requests (same_batch)\n", p.FromStep)
 		}
