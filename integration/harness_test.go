@@ -183,22 +183,7 @@ type truthCall struct {
 
 func readTruth(t testing.TB, path string) []truthCall {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []truthCall
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var c truthCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("ground truth line %q: %v", sc.Text(), err)
-		}
-		out = append(out, c)
-	}
-	return out
+	return readJSONL[truthCall](t, path)
 }
 
 // readJSONL reads a target's log of one JSON object a line.
@@ -209,7 +194,10 @@ func readJSONL[T any](t testing.TB, path string) []T {
 		t.Fatal(err)
 	}
 	var out []T
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for line := range strings.Lines(string(b)) {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
 		var v T
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Fatalf("log line %q: %v", line, err)

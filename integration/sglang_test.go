@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,21 +41,7 @@ type pyTruth struct {
 // overlap scheduling), which is what specprobe must stitch. Stage lines of
 // the methods in skip are left out: calls the spec in use does not watch.
 func pyExpected(t *testing.T, path string, skip ...string) map[string][]expectedCall {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []pyTruth
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var l pyTruth
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("ground truth %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, l)
-	}
+	lines := readJSONL[pyTruth](t, path)
 	accepted := map[int]map[string]int64{}
 	for _, l := range lines {
 		if l.Stage == "accept" {

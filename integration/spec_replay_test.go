@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -93,8 +92,8 @@ func TestSpecReplay(t *testing.T) {
 				if out, err := exec.Command(py, args...).CombinedOutput(); err != nil {
 					t.Fatalf("%v: %s", err, out)
 				}
-				calls := readJSONLines[replayCall](t, replay)
-				lines := readJSONLines[pyTruth](t, truth)
+				calls := readJSONL[replayCall](t, replay)
+				lines := readJSONL[pyTruth](t, truth)
 				for _, name := range []string{probes.Draft, probes.Verify, probes.DraftExtend} {
 					if st := spec.Stages[name]; st != nil && st.Requests != nil {
 						compareStage(t, name, st.When != nil && !slices.Contains(c.allKept, name), calls, lines)
@@ -254,25 +253,4 @@ type replayCall struct {
 	Kept   bool             `json:"kept"`
 	Counts map[string]int64 `json:"counts"`
 	Error  string           `json:"error"`
-}
-
-// readJSONLines reads a JSON-lines file, one T a line.
-func readJSONLines[T any](t *testing.T, path string) []T {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: line %q: %v", path, sc.Text(), err)
-		}
-		out = append(out, v)
-	}
-	return out
 }
