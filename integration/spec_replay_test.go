@@ -70,6 +70,8 @@ func TestSpecReplay(t *testing.T) {
 		{"vllm/multi_module_mtp", "vllm-multi-module-mtp", vllm, []string{"--speculator", "multi_module_mtp"}, nil},
 		{"vllm/v1", "vllm-v1", vllm, []string{"--runner", "v1"}, nil},
 		{"vllm/v1-sampled3", "vllm-v1", vllm, []string{"--runner", "v1", "--sampled-per-step", "3"}, nil},
+		// No request objects: one request per generate() call.
+		{"transformers-assisted", "transformers-assisted", filepath.Join(root, "pytargets", "run_transformers.py"), []string{"--max-new-tokens", "40"}, nil},
 	} {
 		spec, err := probes.Lookup(c.engine)
 		if err != nil {
@@ -93,9 +95,14 @@ func TestSpecReplay(t *testing.T) {
 					t.Fatalf("%v: %s", err, out)
 				}
 				calls := readJSONL[replayCall](t, replay)
-				lines := readJSONL[pyTruth](t, truth)
+				var lines []pyTruth
+				if spec.NamesRequests() {
+					lines = readJSONL[pyTruth](t, truth)
+				} else {
+					lines = boundaryLines(t, spec, truth)
+				}
 				for _, name := range []string{probes.Draft, probes.Verify, probes.DraftExtend} {
-					if st := spec.Stages[name]; st != nil && st.Requests != nil {
+					if st := spec.Stages[name]; st != nil && (st.Requests != nil || !spec.NamesRequests()) {
 						compareStage(t, name, st.When != nil && !slices.Contains(c.allKept, name), calls, lines)
 					}
 				}
@@ -107,7 +114,26 @@ func TestSpecReplay(t *testing.T) {
 	}
 }
 
-// replayStages is the spec's Python stages as replay_spec.py takes them.
+// boundaryLines is the log of a target whose stages name no requests
+// (transformers' mirror: each line says which of its thread's generate()
+// calls it is in) with each line's request named as specprobe names it.
+func boundaryLines(t *testing.T, spec *probes.Spec, path string) []pyTruth {
+	t.Helper()
+	b := spec.Stages[probes.RequestBoundary]
+	if b == nil {
+		t.Fatalf("%s: no request boundary", spec.Engine)
+	}
+	var out []pyTruth
+	for _, l := range readJSONL[transformersLine](t, path) {
+		if l.Stage != "" {
+			out = append(out, pyTruth{Stage: l.Stage, RIDs: []string{fmt.Sprintf("%s-%d-%d", b.Qualname, l.TID, l.Request)}})
+		}
+	}
+	return out
+}
+
+// replayStages is the spec's Python stages (and request boundary) as
+// replay_spec.py takes them.
 func replayStages(t *testing.T, spec *probes.Spec) []byte {
 	t.Helper()
 	var out []map[string]any
@@ -142,7 +168,11 @@ func replayStages(t *testing.T, spec *probes.Spec) []byte {
 		}
 		out = append(out, m)
 	}
-	b, err := json.Marshal(out)
+	conf := map[string]any{"stages": out}
+	if b := spec.Stages[probes.RequestBoundary]; b != nil {
+		conf["boundary"] = map[string]any{"module": b.Module, "qualname": b.Qualname}
+	}
+	b, err := json.Marshal(conf)
 	if err != nil {
 		t.Fatal(err)
 	}

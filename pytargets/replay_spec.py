@@ -10,9 +10,12 @@ each mirror where hardware watchpoints do not fire. It checks the spec and the m
 trap: how specprobe's BPF reader gets the same values is tested where watchpoints fire.
 
 usage: replay_spec.py OUT STAGES.json -- SCRIPT [ARGS...]
-STAGES.json: a list of {"name", "module", "qualname", "requests", "when", "read_from",
-"accepted", "drafted"}, each read as docs/probe-spec.md says (arg: a name, a list of names or a
-position; path: .attr, [n], ["key"], [*])."""
+STAGES.json: {"stages": [{"name", "module", "qualname", "requests", "when", "read_from",
+"accepted", "drafted"}, ...], "boundary": {"module", "qualname"} or null}, each read as
+docs/probe-spec.md says (arg: a name, a list of names or a position; path: .attr, [n], ["key"],
+[*]). Where no stage names requests, each call serves its thread's stream as specprobe makes it:
+"<boundary qualname>-<tid>-<n>" inside the n-th outermost boundary call on the thread, else
+"thread-<tid>-1"; a stage call inside another stage call is part of it and makes no line."""
 import json
 import os
 import re
@@ -147,26 +150,80 @@ def record(st, frame, retval):
     return line
 
 
+class Streams:
+    """A thread's requests where no stage names them: its boundary calls, its open stage calls."""
+
+    def __init__(self, boundary):
+        self.boundary = boundary
+        self.local = threading.local()
+
+    def state(self):
+        loc = self.local
+        if not hasattr(loc, "stages"):
+            loc.stages, loc.bounds, loc.n = 0, 0, 0
+        return loc
+
+    def enter(self, is_boundary):
+        loc = self.state()
+        if is_boundary:
+            if loc.bounds == 0 and loc.stages == 0:   # the outermost, outside any stage call
+                loc.n += 1
+            loc.bounds += 1
+        else:
+            loc.stages += 1
+
+    def leave(self, is_boundary):
+        """For a stage call, its request, or None where it lies inside another stage call."""
+        loc = self.state()
+        if is_boundary:
+            loc.bounds = max(loc.bounds - 1, 0)
+            return None
+        loc.stages = max(loc.stages - 1, 0)
+        if loc.stages > 0:
+            return None
+        tid = threading.get_native_id()
+        if loc.bounds > 0:
+            return "%s-%d-%d" % (self.boundary["qualname"], tid, loc.n)
+        return "thread-%d-1" % tid
+
+
 def main():
     sep = sys.argv.index("--")
     out_path, stages_path, target = sys.argv[1], sys.argv[2], sys.argv[sep + 1:]
     with open(stages_path) as f:
-        stages = json.load(f)
-    for st in stages:
+        conf = json.load(f)
+    stages, boundary = conf["stages"], conf.get("boundary")
+    streams = None
+    if not any(st.get("requests") for st in stages):
+        streams = Streams(boundary or {"qualname": "thread"})
+    watched = stages + ([dict(boundary, name="request_boundary")] if boundary else [])
+    for st in watched:
         st["code"] = None
     out = open(out_path, "w")
     lock = threading.Lock()
 
+    def write(line):
+        with lock:
+            out.write(json.dumps(line) + "\n")
+
     def hook(frame, event, arg):
-        if event != "return":
+        if event not in ("call", "return"):
             return
-        for st in stages:
+        for st in watched:
             if st["code"] is None:
                 st["code"] = resolve(st["module"], st["qualname"])
-            if st["code"] is not None and frame.f_code is st["code"]:
-                line = json.dumps(record(st, frame, arg)) + "\n"
-                with lock:
-                    out.write(line)
+            if st["code"] is None or frame.f_code is not st["code"]:
+                continue
+            is_boundary = st["name"] == "request_boundary"
+            if streams is None:
+                if event == "return":
+                    write(record(st, frame, arg))
+            elif event == "call":
+                streams.enter(is_boundary)
+            else:
+                rid = streams.leave(is_boundary)
+                if rid is not None:
+                    write({"stage": st["name"], "rids": [rid], "kept": True})
 
     sys.argv = target
     sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
