@@ -37,6 +37,7 @@ func FuzzParse(f *testing.F) {
 		minimal + "  accept:\n    binary: b\n    symbol: a\n    scope: batch\n",
 		minimal + "  draft:\n    binary: b\n    symbol: d\n",
 		"engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: [batch, model_worker_batch], path: reqs, id: rid}\n    when: {arg: 1, path: mode, equals: 2}\n",
+		"engine: e\nstages:\n  verify:\n    module: m\n    qualname: C.f\n    requests: {arg: batch, path: reqs, id: rid}\n    when: {arg: batch, path: mode, equals: [2, 5]}\n",
 		"engine: e\nmatch:\n  ranks:\n    tp: {title: '_TP([0-9]+)', default: 0, only: 0, attribute: e.tp}\nstages:\n  verify: {module: m, qualname: f}\n",
 		fieldsSpec,
 		minimal + "request_boundary: {module: m, qualname: C.generate}\n",
