@@ -102,8 +102,12 @@ func TestSpecReplay(t *testing.T) {
 					lines = boundaryLines(t, spec, truth)
 				}
 				for _, name := range []string{probes.Draft, probes.Verify, probes.DraftExtend} {
-					if st := spec.Stages[name]; st != nil && (st.Requests != nil || !spec.NamesRequests()) {
+					switch st := spec.Stages[name]; {
+					case st == nil:
+					case st.Requests != nil || !spec.NamesRequests():
 						compareStage(t, name, st.When != nil && !slices.Contains(c.allKept, name), calls, lines)
+					default: // its step's requests (same_batch): the calls are counted
+						compareCount(t, name, calls, lines)
 					}
 				}
 				if spec.Stages[probes.Accept] != nil {
@@ -227,6 +231,27 @@ func compareStage(t *testing.T, name string, wantLeftOut bool, calls []replayCal
 		t.Errorf("%s: no call left out by when (prefill batches should be)", name)
 	}
 	t.Logf("%s: %d calls kept = %d log lines, %d left out by when", name, len(kept), len(want), left)
+}
+
+// compareCount: a stage that reads no requests of its own (they are its
+// step's) is called as often as the log has its lines, prefill aside.
+func compareCount(t *testing.T, name string, calls []replayCall, lines []pyTruth) {
+	t.Helper()
+	got, want := 0, 0
+	for _, c := range calls {
+		if c.Stage == name {
+			got++
+		}
+	}
+	for _, l := range lines {
+		if l.Stage == name && l.Mode != "prefill" {
+			want++
+		}
+	}
+	if want == 0 || got != want {
+		t.Errorf("%s: %d calls, the log has %d stage lines", name, got, want)
+	}
+	t.Logf("%s: %d calls = %d log lines", name, got, want)
 }
 
 // compareAccepts: the accept reads that counted something are the log's
