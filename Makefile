@@ -11,7 +11,7 @@ BIN     := bin/specprobe
 DEMOCC  := gcc -O2 -g -fno-omit-frame-pointer -pthread -Wall -Wextra -Werror
 OUT     := out
 
-.PHONY: all build demo test unit bench fuzz generate check-generated clean $(BIN)
+.PHONY: all build demo test trixie unit bench fuzz generate check-generated clean $(BIN)
 
 all: build
 
@@ -33,9 +33,16 @@ demo: build
 
 # -p 1: the BPF tests check that no program of ours is left in the kernel,
 # which another package's tests attaching at the same time would break.
-test: build check-generated
+test: build check-generated trixie
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
+
+# Debian trixie's CPython 3.13 in a chroot, one of the interpreters the Python
+# tests run on (internal/testinterp); it needs root and debootstrap, and
+# without them its tests skip, saying so.
+trixie:
+	@if [ "$$(id -u)" = 0 ] && command -v debootstrap >/dev/null; then ./scripts/trixie-python.sh; \
+	else echo "no Debian trixie python3.13 (needs root and debootstrap): its tests skip"; fi
 
 # Tests that need neither root nor the demo binaries.
 unit:

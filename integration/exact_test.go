@@ -265,7 +265,7 @@ func TestExactAtBatchSizes(t *testing.T) {
 			continue
 		}
 		for _, batch := range []int{1, 16, 64, 256} {
-			name := fmt.Sprintf("%s/batch%d", strings.TrimPrefix(py, "/root/.pyenv/versions/"), batch)
+			name := fmt.Sprintf("%s/batch%d", testinterp.Name(py), batch)
 			t.Run(name, func(t *testing.T) {
 				hogCPUs(t)
 				steps := "60"
@@ -350,7 +350,7 @@ func TestForkedChildNotTraced(t *testing.T) {
 		if _, err := os.Stat(py); err != nil {
 			continue
 		}
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			_, spans, log := runEngine(t, py, engineSpec, func(pid int) {
 				// The child, parked: all 4 of its debug registers free.
 				child := waitChild(t, pid)
@@ -399,7 +399,7 @@ func TestForkedChildNotTraced(t *testing.T) {
 func TestSGLangExactLarge(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	for _, py := range []string{interpreters[0], interpreters[2], interpreters[4]} {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			hogCPUs(t)
 			cmd, log := startPyTarget(t, script, py, "--requests", "150", "--max-batch", "128", "--work-scale", "0.05", "--max-new-tokens", "900")
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -454,7 +454,7 @@ func TestExactKeywordArgs(t *testing.T) {
 			t.Logf("interpreter %s not installed: left out", py)
 			continue
 		}
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			res, spans, log := runEngine(t, py, engineKwargsSpec, nil, "--kwargs", "--batch", "16", "--stage-us", "100", "--steps", "40", "--late")
 			compareExact(t, spans, engineTruth(t, log))
 			if p := res.Python; p == nil || p.Failed != 0 || p.Skipped == 0 {

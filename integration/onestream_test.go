@@ -5,10 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -135,7 +135,7 @@ func TestOneStreamTransformers(t *testing.T) {
 			t.Logf("interpreter %s not installed: left out", py)
 			continue
 		}
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			const requests = 12
 			logPath := filepath.Join(t.TempDir(), "truth.jsonl")
 			res, spans, _ := runParkedWith(t, tracer.Config{Spec: spec}, nil, py,

@@ -30,7 +30,7 @@ var interpreters = testinterp.Paths()
 func TestWatchpointCountsCalls(t *testing.T) {
 	needWatchpoints(t)
 	for _, py := range interpreters {
-		t.Run(filepath.Base(filepath.Dir(filepath.Dir(py)))+"/"+filepath.Base(py), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			if _, err := os.Stat(py); err != nil {
 				t.Skipf("interpreter %s not installed", py)
 			}
@@ -162,7 +162,7 @@ func TestRecursiveStage(t *testing.T) {
 	needWatchpoints(t)
 	spec := mainStageSpec(t, `{arg: batch, path: "reqs[*]", id: rid}`)
 	for _, py := range interpreters[:4] {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			if _, err := os.Stat(py); err != nil {
 				t.Skipf("interpreter %s not installed", py)
 			}
@@ -224,7 +224,7 @@ func TestStageReadsOwnCode(t *testing.T) {
 	spec := mainStageSpec(t, `{arg: req, id: rid}`)
 	const calls = 200
 	for _, py := range interpreters {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			if _, err := os.Stat(py); err != nil {
 				t.Skipf("interpreter %s not installed", py)
 			}

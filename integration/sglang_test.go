@@ -82,7 +82,7 @@ func TestSGLangTarget(t *testing.T) {
 	// The caveats --read-code and --hold-frame of pytargets are not handled
 	// yet (docs/python-notes.md): they are left out here, not skipped.
 	for _, py := range interpreters {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			sglangRun(t, spec, script, py)
 		})
 	}
@@ -94,7 +94,7 @@ func TestSGLangTarget(t *testing.T) {
 func TestSGLangNormalLoop(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	for _, py := range interpreters {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			sglangRun(t, spec, script, py, "--disable-overlap")
 		})
 	}
@@ -112,7 +112,7 @@ func TestSGLangMainShapes(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	for _, flags := range [][]string{{"--pp-tail-draft"}, {"--dp-prefill-coordination"}, {"--pp-tail-draft", "--dp-prefill-coordination"}} {
 		for _, py := range interpreters {
-			t.Run(strings.Join(flags, "")+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(strings.Join(flags, "")+"/"+testinterp.Name(py), func(t *testing.T) {
 				sglangRun(t, spec, script, py, flags...)
 			})
 		}
@@ -134,7 +134,7 @@ func TestSGLangCaveats(t *testing.T) {
 	}
 	for flag, pys := range cases {
 		for _, py := range pys {
-			t.Run(strings.TrimPrefix(flag, "--")+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(strings.TrimPrefix(flag, "--")+"/"+testinterp.Name(py), func(t *testing.T) {
 				sglangRun(t, spec, script, py, flag)
 			})
 		}
@@ -166,7 +166,7 @@ func TestSGLangCodeReplaced(t *testing.T) {
 func TestVLLMTarget(t *testing.T) {
 	spec, script := pyTarget(t, "vllm", "run_vllm.py")
 	for _, py := range interpreters {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			cmd, log := startPyTarget(t, script, py)
 			res, matched, total := traceCompareCounted(t, spec, cmd, log, nil, 0)
 			requireEvery(t, res, matched, total)
@@ -192,7 +192,7 @@ func requireEvery(t *testing.T, res *tracer.Result, matched, total int) {
 func TestSGLangStageRaises(t *testing.T) {
 	spec, script := pyTarget(t, "sglang", "run_sglang.py")
 	for _, py := range []string{testinterp.Py312, testinterp.Py313} {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			sglangRun(t, spec, script, py, "--raise-in-verify", "4")
 		})
 	}
@@ -406,7 +406,7 @@ func TestSGLangWorkers(t *testing.T) {
 			pys = pys[:1]
 		}
 		for _, py := range pys {
-			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(w.worker+"/"+testinterp.Name(py), func(t *testing.T) {
 				cmd, log := startPyTarget(t, script, py, "--worker", w.worker)
 				spec := detectPython(t, catalog, cmd.Process.Pid)
 				if spec.Engine != w.engine {

@@ -10,9 +10,9 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/probes"
 )
 
@@ -82,7 +82,7 @@ func TestSpecReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, py := range interpreters {
-			t.Run(c.name+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(c.name+"/"+testinterp.Name(py), func(t *testing.T) {
 				t.Parallel() // no BPF: runs beside the others only
 				if _, err := os.Stat(py); err != nil {
 					t.Skipf("interpreter %s not installed", py)

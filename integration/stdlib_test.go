@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -43,7 +44,7 @@ func TestStdlibHTTPServer(t *testing.T) {
 		asMain.Stages[name] = &c
 	}
 	for _, py := range interpreters {
-		name := strings.TrimPrefix(py, "/root/.pyenv/versions/")
+		name := testinterp.Name(py)
 		t.Run(name+"/import", func(t *testing.T) {
 			httpServerRun(t, spec, py, "-c", "import http.server as s; s.test(HandlerClass=s.SimpleHTTPRequestHandler, port=0, bind='127.0.0.1')")
 		})

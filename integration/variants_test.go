@@ -61,7 +61,7 @@ func TestSGLangAutumnShapes(t *testing.T) {
 		{"ngram", "sglang-ngram", true},
 	} {
 		for _, py := range interpreters {
-			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(w.worker+"/"+testinterp.Name(py), func(t *testing.T) {
 				cmd, log := startPyTarget(t, script, py, "--shape", "autumn2026", "--worker", w.worker)
 				spec := detectPython(t, specs, cmd.Process.Pid)
 				if spec.Engine != w.engine {
@@ -92,7 +92,7 @@ func TestCatalogSurvivesRename(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, py := range []string{interpreters[0], testinterp.Py312} {
-			t.Run(w.worker+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(w.worker+"/"+testinterp.Name(py), func(t *testing.T) {
 				cmd, log := startPyTarget(t, script, py, "--shape", "autumn2026", "--worker", w.worker)
 				traceCompare(t, spec, cmd, log, nil, 0)
 			})
@@ -128,7 +128,7 @@ func TestVLLMAutumnShape(t *testing.T) {
 	_, script := pyTarget(t, "vllm", "run_vllm.py")
 	spec := autumnSpecs(t, "vllm")[0]
 	for _, py := range interpreters {
-		t.Run(strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
 			sglangRun(t, spec, script, py, "--shape", "autumn2026")
 		})
 	}
@@ -171,7 +171,7 @@ func TestVLLMVariants(t *testing.T) {
 		{"v1-sampled3", "vllm-v1", []string{"--runner", "v1", "--sampled-per-step", "3"}},
 	} {
 		for _, py := range interpreters {
-			t.Run(v.name+"/"+strings.TrimPrefix(py, "/root/.pyenv/versions/"), func(t *testing.T) {
+			t.Run(v.name+"/"+testinterp.Name(py), func(t *testing.T) {
 				cmd, log := startPyTarget(t, script, py, v.args...)
 				spec := detectPython(t, catalog, cmd.Process.Pid)
 				if spec.Engine != v.engine {
@@ -207,7 +207,7 @@ func TestVLLMMainDetected(t *testing.T) {
 			if !fileExists(py) {
 				continue
 			}
-			t.Run(v.speculator+"/"+filepath.Base(filepath.Dir(filepath.Dir(py))), func(t *testing.T) {
+			t.Run(v.speculator+"/"+testinterp.Name(py), func(t *testing.T) {
 				cmd, _ := startPyTarget(t, script, py, "--speculator", v.speculator)
 				code, out := cli(t, nil, "probes", "check", "--pid", itoa(cmd.Process.Pid))
 				if code != 0 || !strings.Contains(out, "engine detected: "+v.engine+" ") || !strings.Contains(out, v.worker) {

@@ -13,6 +13,7 @@ DEFAULT_PYTHONS = [
     "/root/.pyenv/versions/3.10.13/bin/python3", "/root/.pyenv/versions/3.11.7/bin/python3",
     "/root/.pyenv/versions/3.12.1/bin/python3", "/root/.pyenv/versions/3.13.0/bin/python3",
     "/usr/bin/python3.11",
+    "/var/lib/specprobe-test/trixie-python3.13",   # Debian trixie's, chrooted (scripts/trixie-python.sh)
 ]
 CASES = [
     ("run_sglang.py", ["--worker", "eagle_v2"], 0),

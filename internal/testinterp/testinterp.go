@@ -1,7 +1,9 @@
 // Package testinterp is the one list of the CPython interpreters the tests
-// and benchmarks run their targets on: pyenv's builds and Debian's distro
-// build (no .symtab). A test uses each one present and skips, saying so,
-// without the one it needs; adding an interpreter is a line here.
+// and benchmarks run their targets on: pyenv's builds, Debian's distro
+// build (no .symtab) and Debian trixie's 3.13 in a chroot (what production
+// runs; scripts/trixie-python.sh makes it, .ci/run calls it). A test uses
+// each one present and skips, saying so, without the one it needs; adding an
+// interpreter is a line here.
 package testinterp
 
 import "os"
@@ -14,6 +16,9 @@ const (
 	Py312     = "/root/.pyenv/versions/3.12.1/bin/python3" // the default of tests and benchmarks
 	Py313     = "/root/.pyenv/versions/3.13.0/bin/python3"
 	Debian311 = "/usr/bin/python3.11"
+	// A launcher that runs trixie's /usr/bin/python3.13 chrooted, with the
+	// same PID: the target is a process whose root is the chroot.
+	Trixie313 = "/var/lib/specprobe-test/trixie-python3.13"
 )
 
 // Interp is one interpreter.
@@ -31,6 +36,7 @@ var All = []Interp{
 	{"3.12", Py312, 12, false},
 	{"3.13", Py313, 13, false},
 	{"debian-3.11", Debian311, 11, true},
+	{"trixie-3.13", Trixie313, 13, true},
 }
 
 // Present are those of All this machine has.
@@ -51,4 +57,15 @@ func Paths() []string {
 		out = append(out, in.Path)
 	}
 	return out
+}
+
+// Name is the name of the interpreter at path ("3.12", "trixie-3.13"), or
+// the path itself for one not in All: for naming subtests.
+func Name(path string) string {
+	for _, in := range All {
+		if in.Path == path {
+			return in.Name
+		}
+	}
+	return path
 }
