@@ -28,16 +28,13 @@ type pyCalls struct {
 	late    *spanbuilder.LateAccept   // nil without accepted counts
 	match   counter                   // nil without an accept stage
 	pending map[callKey][]pendingRead // user reads, a stack per site and thread
-	// With the spec's same_batch: the requests a call of the thread's
-	// current step named (nil map without same_batch), and where each
-	// thread is in its step, to tell when a step begins.
-	stepRids map[uint32][]string
-	stepPos  map[uint32]*stepPos
-	// With same_batch: when each thread's stepRids were read (the end of
-	// the call that read them), and when each site's latest call on each
-	// thread began, to tell a call nested in another.
-	stepAt  map[uint32]uint64
-	entered map[callKey]uint64
+	// With the spec's same_batch (nil maps without): the requests a call
+	// of each thread's current step read, where each thread is in its step
+	// (to tell when a step begins), and when each site's latest call on
+	// each thread began (to tell a call nested in another).
+	stepReads map[uint32]stepRead
+	stepPos   map[uint32]*stepPos
+	entered   map[callKey]uint64
 	// typeName names the type of a value read (for messages).
 	typeName func(uint64) string
 	Stats    PyStats
@@ -66,6 +63,18 @@ type PyStats struct {
 	LastError          string
 	// Code objects followed to their replacement (reload, reassignment).
 	Replaced int
+}
+
+// stepRead is what a call of a thread's current step read, and when that
+// call ended.
+type stepRead struct {
+	rids []string
+	at   uint64
+}
+
+// trackSteps readies the same_batch state.
+func (p *pyCalls) trackSteps() {
+	p.stepReads, p.stepPos, p.entered = map[uint32]stepRead{}, map[uint32]*stepPos{}, map[callKey]uint64{}
 }
 
 type callKey struct {
@@ -109,10 +118,10 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		p.user.release(p, e.TID, e.BootNs)
 	}
 	name := t.Stage.Name
-	if p.stepRids != nil && !e.Cancel {
+	if p.stepReads != nil && !e.Cancel {
 		p.stepPos[e.TID] = p.stepPos[e.TID].next(name, e)
 		if p.stepPos[e.TID].begun {
-			delete(p.stepRids, e.TID)
+			delete(p.stepReads, e.TID)
 		}
 	}
 	span := name != probes.Accept
@@ -181,13 +190,13 @@ func (p *pyCalls) ownCounts(t *loader.PyTarget, e *spanbuilder.Event, read *load
 // served completes a call's requests with its step's (same_batch) and
 // tells the count matching about verifies.
 func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
-	if rids, ok := p.stepRids[e.TID]; ok && !good && t.Stage.Requests != nil {
+	if r, ok := p.stepReads[e.TID]; ok && !good && t.Stage.Requests != nil {
 		// Another call of this step read its batch (same_batch): this call
 		// served the same requests.
-		e.Requests, good = rids, true
+		e.Requests, good = r.rids, true
 		p.Stats.FromStep++
-	} else if good && p.stepRids != nil {
-		p.stepRids[e.TID], p.stepAt[e.TID] = e.Requests, e.BootNs
+	} else if good && p.stepReads != nil {
+		p.stepReads[e.TID] = stepRead{e.Requests, e.BootNs}
 	}
 	if p.match != nil && t.Stage.Name == probes.Verify && e.Err == "" && t.Stage.Accepted == nil {
 		// A verify that raised is not the step's: the retry that follows is.
@@ -204,12 +213,9 @@ func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
 // requests its step keeps. A call kept before e's began may be another
 // step's, and is not taken.
 func (p *pyCalls) nestedKept(e *spanbuilder.Event) bool {
-	if p.stepRids == nil {
-		return false
-	}
-	_, ok := p.stepRids[e.TID]
+	r, ok := p.stepReads[e.TID]
 	began, entered := p.entered[callKey{e.Site, e.TID}]
-	return ok && entered && p.stepAt[e.TID] > began
+	return ok && entered && r.at > began
 }
 
 // unsure: a call left out because its when could not be read may have been

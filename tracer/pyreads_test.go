@@ -112,8 +112,7 @@ func TestWhenUnreadableNested(t *testing.T) {
 			targets := []*loader.PyTarget{&verify, &draft}
 			p := &pyCalls{sites: func(i int) (*loader.PyTarget, bool) { return targets[i], true }, pending: map[callKey][]pendingRead{}}
 			if tc.sameBatch {
-				p.stepRids, p.stepPos = map[uint32][]string{}, map[uint32]*stepPos{}
-				p.stepAt, p.entered = map[uint32]uint64{}, map[callKey]uint64{}
+				p.trackSteps()
 			}
 			var last *spanbuilder.Event
 			for _, v := range tc.events {

@@ -147,8 +147,7 @@ func (p *pySession) start(sess *loader.Session, late *spanbuilder.LateAccept, ma
 		}
 	}
 	if p.sameBatch {
-		p.calls.stepRids, p.calls.stepPos = map[uint32][]string{}, map[uint32]*stepPos{}
-		p.calls.stepAt, p.calls.entered = map[uint32]uint64{}, map[callKey]uint64{}
+		p.calls.trackSteps()
 	}
 }
 
