@@ -5,9 +5,11 @@
 #
 # The launcher execs all the way down (unshare, sh, chroot, sh, python3.13), so the PID a
 # test starts is the interpreter's, and the target specprobe attaches to is a process whose
-# root is the chroot, as in a container. In a private mount namespace it binds the host's
-# /tmp, /root, /work, /home and /srv at the same paths inside, so the test scripts, their
-# logs and the test's working directory resolve as they do outside, and mounts a /proc.
+# root is the chroot, as in a container. In a private mount namespace it binds every host
+# top-level directory the chroot does not own (all but /bin, /boot, /dev, /etc, /lib*, /proc,
+# /run, /sbin, /sys, /usr, /var), so a checkout anywhere (CI clones into /check), the test's
+# working directory, its scripts and their logs resolve as they do outside, and mounts a
+# /proc. A working directory it cannot enter is an error, not a silent run from /.
 #
 # Needs root and debootstrap (apt-get install debootstrap); about 45 s and 260 MB the first
 # time, nothing after.
@@ -29,11 +31,13 @@ cat >"$launcher.tmp" <<EOF
 # Runs Debian trixie's python3.13 in $root (scripts/trixie-python.sh wrote this).
 exec unshare --mount --propagation private /bin/sh -c '
 r=\$1; shift
-for d in /tmp /root /work /home /srv; do
-	[ -d "\$d" ] && mkdir -p "\$r\$d" && mount --rbind "\$d" "\$r\$d"
+for d in /*; do
+	case \$d in /bin|/boot|/dev|/etc|/lib|/lib32|/lib64|/libx32|/proc|/run|/sbin|/sys|/usr|/var) continue ;; esac
+	[ -d "\$d" ] && [ ! -L "\$d" ] || continue
+	mkdir -p "\$r\$d" && mount --rbind "\$d" "\$r\$d" || exit 126
 done
-mount -t proc proc "\$r/proc"
-exec chroot "\$r" /bin/sh -c "cd \\"\\\$0\\" 2>/dev/null; exec /usr/bin/python3.13 \\"\\\$@\\"" "\$PWD" "\$@"
+mount -t proc proc "\$r/proc" || exit 126
+exec chroot "\$r" /bin/sh -c "cd \\"\\\$0\\" || exit 126; exec /usr/bin/python3.13 \\"\\\$@\\"" "\$PWD" "\$@"
 ' sh "$root" "\$@"
 EOF
 chmod 755 "$launcher.tmp"
