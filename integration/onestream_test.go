@@ -63,14 +63,17 @@ func TestOneStream(t *testing.T) {
 		name     string
 		boundary bool
 		gapMs    int
+		rounds   int // of threads, one after another: threads exit while the target runs
 		idle     time.Duration
 		// rid is the request a call of the thread's request-th request
 		// serves, as docs/probe-spec.md says.
 		rid func(tid uint32, request int) string
 	}{
-		{"boundary", true, 0, 0, func(tid uint32, r int) string { return fmt.Sprintf("run_request-%d-%d", tid, r) }},
-		{"stream", false, 0, 0, func(tid uint32, r int) string { return fmt.Sprintf("thread-%d-1", tid) }},
-		{"stream with idle gaps", false, 600, 250 * time.Millisecond, func(tid uint32, r int) string { return fmt.Sprintf("thread-%d-%d", tid, r) }},
+		{"boundary", true, 0, 1, 0, func(tid uint32, r int) string { return fmt.Sprintf("run_request-%d-%d", tid, r) }},
+		{"stream", false, 0, 1, 0, func(tid uint32, r int) string { return fmt.Sprintf("thread-%d-1", tid) }},
+		{"stream with idle gaps", false, 600, 1, 250 * time.Millisecond, func(tid uint32, r int) string { return fmt.Sprintf("thread-%d-%d", tid, r) }},
+		{"threads that come and go", false, 300, 5, 0, // over a sweepEvery: dead threads are swept while it runs
+			func(tid uint32, r int) string { return fmt.Sprintf("thread-%d-1", tid) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,7 +87,7 @@ func TestOneStream(t *testing.T) {
 			}
 			logPath := filepath.Join(t.TempDir(), "truth.jsonl")
 			res, spans, _ := runParkedWith(t, tracer.Config{Spec: spec, SkipEndbr: true, RequestIdle: c.idle}, nil,
-				bin, logPath, fmt.Sprint(threads), fmt.Sprint(requests), fmt.Sprint(steps), fmt.Sprint(c.gapMs))
+				bin, logPath, fmt.Sprint(threads), fmt.Sprint(requests), fmt.Sprint(steps), fmt.Sprint(c.gapMs), fmt.Sprint(c.rounds))
 			if !res.TargetExited {
 				t.Errorf("session ended with %q, want the target's exit", res.Reason)
 			}
@@ -93,8 +96,8 @@ func TestOneStream(t *testing.T) {
 					res.Drops, res.Stats.UnmatchedExits, res.Stats.UnattributedSteps, res.Stats.CutExitMissed)
 			}
 			lines := readJSONL[oneStreamLine](t, logPath)
-			if len(lines) != threads*requests*steps*2 {
-				t.Fatalf("the target logged %d calls, want %d", len(lines), threads*requests*steps*2)
+			if n := c.rounds * threads * requests * steps * 2; len(lines) != n {
+				t.Fatalf("the target logged %d calls, want %d", len(lines), n)
 			}
 			want := map[string][]expectedCall{}
 			for _, l := range lines {

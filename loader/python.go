@@ -333,6 +333,14 @@ func (s *Session) SetThreadState(tid uint32, tstate, excSlot uint64) error {
 	return s.objs.ExcSlots.Put(tid, excSlot)
 }
 
+// ForgetThread drops what watch_hit keeps for a thread that has exited:
+// the kernel gives its ID to new threads, which must not read the dead
+// thread's state, and the maps hold 16,384 threads.
+func (s *Session) ForgetThread(tid uint32) {
+	_ = s.objs.Tstates.Delete(tid)  // absent: nothing to drop
+	_ = s.objs.ExcSlots.Delete(tid) // absent where the thread had no slot
+}
+
 // setFrameLayout gives watch_hit the offsets to walk a thread's frames.
 func (s *Session) setFrameLayout(l pyproc.Layout, sym *Symbolizer) error {
 	cfg := bpf.StagePyframeLayout{

@@ -435,6 +435,20 @@ func (b *Builder) OpenThreads(pid uint32) []uint32 {
 	return out
 }
 
+// Threads lists every thread of process pid the builder holds state for,
+// open call or not: the tracer checks them for exit now and then, so that a
+// dead thread's step ends and its ID, which the kernel gives to new threads,
+// starts fresh.
+func (b *Builder) Threads(pid uint32) []uint32 {
+	var out []uint32
+	for tid, t := range b.threads {
+		if t.pid == pid {
+			out = append(out, tid)
+		}
+	}
+	return out
+}
+
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b

@@ -2,6 +2,7 @@ package spanbuilder_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -452,6 +453,46 @@ func TestThreadGoneMidVerify(t *testing.T) {
 	if b.Stats.UnmatchedExits != 1 || len(rec.steps) != 1 {
 		t.Errorf("UnmatchedExits %d steps %d, want 1 and 1", b.Stats.UnmatchedExits, len(rec.steps))
 	}
+}
+
+// A thread that exited between steps, no call open, is known until the
+// tracer says it is gone: its step ends then, without an error, and its ID
+// is free for a new thread.
+func TestThreadGoneBetweenSteps(t *testing.T) {
+	b, rec := newBuilder()
+	add(b,
+		enter(100, 5, siteDraft, "r"), exit(110, 5, siteDraft, ""),
+		enter(120, 5, siteVerify, ""), exit(130, 5, siteVerify, ""),
+		enter(140, 6, siteDraft, "q"),
+	)
+	if got := b.OpenThreads(pid); !reflect.DeepEqual(got, []uint32{6}) {
+		t.Errorf("OpenThreads = %v, want [6]", got)
+	}
+	got := b.Threads(pid)
+	slices.Sort(got)
+	if !reflect.DeepEqual(got, []uint32{5, 6}) || len(b.Threads(pid+1)) != 0 {
+		t.Errorf("Threads = %v (another process: %v), want [5 6] and none", got, b.Threads(pid+1))
+	}
+	if len(rec.steps) != 0 {
+		t.Fatalf("got %d steps before the thread was gone, want its step still open", len(rec.steps))
+	}
+	b.ThreadGone(5, 200, "thread exited during the stage")
+	if len(rec.steps) != 1 {
+		t.Fatalf("got %d steps, want thread 5's", len(rec.steps))
+	}
+	checkStep(t, rec.steps[0], "r", 5,
+		call{"draft", 100, 110, "r", nil, ""},
+		call{"verify", 120, 130, "r", nil, ""})
+	if got := b.Threads(pid); !reflect.DeepEqual(got, []uint32{6}) || b.Stats.Errors != 0 {
+		t.Errorf("Threads = %v, errors %d; want [6] and none", got, b.Stats.Errors)
+	}
+	// A new thread given ID 5 starts its own step.
+	add(b, enter(300, 5, siteDraft, "s"), exit(310, 5, siteDraft, ""))
+	b.ThreadGone(5, 400, "thread exited during the stage")
+	if len(rec.steps) != 2 {
+		t.Fatalf("got %d steps, want 2", len(rec.steps))
+	}
+	checkStep(t, rec.steps[1], "s", 5, call{"draft", 300, 310, "s", nil, ""})
 }
 
 func TestFlushClosesOpenCalls(t *testing.T) {

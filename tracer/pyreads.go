@@ -107,6 +107,28 @@ func (s *stepPos) next(name string, e *spanbuilder.Event) *stepPos {
 	return s
 }
 
+// forget drops what is kept for a thread that has exited (at boot ns at),
+// so that the maps do not grow with every thread the target ever ran and a
+// new thread given its ID starts fresh. Counts it read and held are handed
+// on: no later event of the thread can prove them stale.
+func (p *pyCalls) forget(tid uint32, at uint64) {
+	if p.user != nil {
+		p.user.release(p, tid, at)
+	}
+	delete(p.stepReads, tid)
+	delete(p.stepPos, tid)
+	for k := range p.entered {
+		if k.tid == tid {
+			delete(p.entered, k)
+		}
+	}
+	for k := range p.pending {
+		if k.tid == tid {
+			delete(p.pending, k)
+		}
+	}
+}
+
 // handle takes a Python stage's event before the builder does; false for
 // events that make no span.
 func (p *pyCalls) handle(e *spanbuilder.Event) bool {

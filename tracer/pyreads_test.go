@@ -285,3 +285,72 @@ func TestAssembleCounts(t *testing.T) {
 		}
 	}
 }
+
+type countsSeen struct {
+	counts [][]int64
+	tids   []uint32
+}
+
+func (c *countsSeen) Verify(spanbuilder.VerifyKey, []string, time.Time) {}
+func (c *countsSeen) Counts(tid uint32, _ uint64, _ []string, counts []int64) {
+	c.tids, c.counts = append(c.tids, tid), append(c.counts, counts)
+}
+func (c *countsSeen) Unreadable(uint32, uint64) {}
+func (c *countsSeen) LostOn(uint32, uint64)     {}
+
+// A thread that exited is forgotten: a new thread the kernel gives its ID
+// does not take the dead thread's batch (same_batch), the other threads
+// keep theirs, and counts the dead thread read and held are handed on.
+func TestPyCallsForget(t *testing.T) {
+	const reqs = "    requests: {arg: b, path: reqs, id: rid}\n"
+	verify := pyTarget(t, "verify", reqs, loader.RoleRequests)
+	draft := pyTarget(t, "draft", reqs, loader.RoleRequests)
+	targets := []*loader.PyTarget{&verify, &draft}
+	failed := read(loader.PyValues{Err: &loader.PyReadError{Code: 4, Step: 0, Item: -1}})
+	run := func(forget bool) (*pyCalls, *countsSeen, []string) {
+		seen := &countsSeen{}
+		p := &pyCalls{sites: func(i int) (*loader.PyTarget, bool) { return targets[i], true }, pending: map[callKey][]pendingRead{}, match: seen,
+			user: &userReads{held: map[uint32]heldCounts{}}}
+		p.trackSteps()
+		for _, tid := range []uint32{1, 2} { // each drafts, then thread 1 dies
+			p.handle(&spanbuilder.Event{Site: 1, TID: tid, BootNs: 1})
+			p.handle(&spanbuilder.Event{Site: 1, TID: tid, Exit: true, BootNs: 2, Read: read(list("a"))})
+			p.pending[callKey{0, tid}] = []pendingRead{{}}
+		}
+		p.user.held[1] = heldCounts{rids: []string{"a"}, counts: []int64{3}, at: 2, end: 3}
+		if forget {
+			p.forget(1, 10)
+		}
+		p.handle(&spanbuilder.Event{Site: 0, TID: 1, BootNs: 20})
+		e := &spanbuilder.Event{Site: 0, TID: 1, Exit: true, BootNs: 21, Read: failed}
+		p.handle(e)
+		return p, seen, e.Requests
+	}
+	if _, _, got := run(false); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("without forget the verify took %q, want the dead thread's [a] (else this test proves nothing)", got)
+	}
+	p, seen, got := run(true)
+	if len(got) != 0 || p.Stats.FromStep != 0 {
+		t.Errorf("the new thread's verify took %q (FromStep %d), want none", got, p.Stats.FromStep)
+	}
+	if !reflect.DeepEqual(seen.tids, []uint32{1}) || !reflect.DeepEqual(seen.counts, [][]int64{{3}}) {
+		t.Errorf("counts handed on: %v %v, want thread 1's [3] once", seen.tids, seen.counts)
+	}
+	if _, ok := p.user.held[1]; ok {
+		t.Error("thread 1's held counts are still held")
+	}
+	for k := range p.pending {
+		if k.tid == 1 {
+			t.Errorf("pending reads of thread 1 kept: %v", k)
+		}
+	}
+	if _, ok := p.pending[callKey{0, 2}]; !ok {
+		t.Error("thread 2's pending reads were dropped")
+	}
+	if r, ok := p.stepReads[2]; !ok || !reflect.DeepEqual(r.rids, []string{"a"}) {
+		t.Errorf("thread 2's step read %v, want [a]", r.rids)
+	}
+	if _, ok := p.entered[callKey{1, 2}]; !ok {
+		t.Error("thread 2's entries were dropped")
+	}
+}

@@ -188,6 +188,28 @@ func (p *pySession) filter(add func(*spanbuilder.Event)) func(*spanbuilder.Event
 	}
 }
 
+// threads lists the threads whose state is kept, here and in watch_hit.
+func (p *pySession) threads() []uint32 {
+	if p == nil {
+		return nil
+	}
+	tids := make([]uint32, 0, len(p.slots))
+	for tid := range p.slots {
+		tids = append(tids, tid)
+	}
+	return tids
+}
+
+// forget drops what is kept for a thread that has exited (at boot ns at).
+func (p *pySession) forget(tid uint32, at uint64) {
+	if p == nil || !p.slots[tid] {
+		return
+	}
+	delete(p.slots, tid)
+	p.sess.ForgetThread(tid)
+	p.calls.forget(tid, at)
+}
+
 func (p *pySession) stats() *PyStats {
 	if p == nil {
 		return nil

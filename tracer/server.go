@@ -3,6 +3,7 @@ package tracer
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,26 @@ type procTrace struct {
 	sess    *loader.Session
 	cuda    *loader.CUDATarget // nil: not probed
 	base    int                // its first site among the builder's
+	swept   time.Time          // when every thread it knows was last checked for exit
+}
+
+// sweepEvery is how often every thread a process's state is kept for is
+// checked for exit; threads with a call open are checked at each drain.
+const sweepEvery = time.Second
+
+// checked is the threads to check for exit now: those with a call open,
+// and once a sweepEvery every thread the builder or the Python side keeps
+// state for, so that state dies with its thread (its ID is given to new
+// threads) instead of growing for as long as the target runs.
+func (p *procTrace) checked(open []uint32, b *spanbuilder.Builder) []uint32 {
+	now := time.Now()
+	if now.Sub(p.swept) < sweepEvery {
+		return open
+	}
+	p.swept = now
+	tids := append(b.Threads(uint32(p.pid)), p.py.threads()...)
+	slices.Sort(tids)
+	return slices.Compact(tids)
 }
 
 // placeStages finds the processes of the server of cfg.PID that run the

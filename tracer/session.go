@@ -258,14 +258,16 @@ func (s *session) tick(i int) {
 	// first, then drain, so an exit queued just before the death still pairs.
 	open := b.OpenThreads(uint32(p.pid))
 	s.labels[uint32(p.pid)].see(open)
-	dead := deadThreads(p.pid, open)
+	dead := deadThreads(p.pid, p.checked(open, b))
 	p.sess.Drain(s.adds[i])
 	s.checkers[i].tick(time.Now())
 	if s.merge != nil {
 		s.merge.Mark(i, marked(spanbuilder.BootNow()))
 	}
 	for _, tid := range dead {
-		b.ThreadGone(tid, spanbuilder.BootNow(), "thread exited during the stage")
+		at := spanbuilder.BootNow()
+		b.ThreadGone(tid, at, "thread exited during the stage")
+		p.py.forget(tid, at)
 	}
 	b.Expire(spanbuilder.BootNow())
 	// What is the session's, not a process's: once an interval.

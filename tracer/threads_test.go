@@ -3,10 +3,13 @@ package tracer
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/specprobe/specprobe/probes"
+	"github.com/specprobe/specprobe/spanbuilder"
 	"github.com/specprobe/specprobe/spanschema"
 )
 
@@ -119,5 +122,36 @@ func TestCatalogThreadLabels(t *testing.T) {
 	custom := &probes.Spec{Engine: "sglang-lookalike"}
 	if th := newThreadLabels(os.Getpid(), custom, nil).thread(1, uint32(os.Getpid())); th.Label == "Scheduler" || th.TP != spanschema.NoRank {
 		t.Errorf("a spec without thread_label named like SGLang got SGLang's label: %+v", th)
+	}
+}
+
+// Threads with a call open are checked for exit at every drain; every
+// thread whose state is kept (the builder's, the Python side's) once a
+// sweepEvery.
+func TestCheckedThreads(t *testing.T) {
+	b := spanbuilder.New([]spanbuilder.Site{{Stage: "verify", Batch: true}}, spanbuilder.Clock{}, discard{})
+	for _, e := range []spanbuilder.Event{{PID: 7, TID: 4}, {PID: 7, TID: 9}, {PID: 7, TID: 9, Exit: true}, {PID: 8, TID: 5}} {
+		b.Add(&e)
+	}
+	p := &procTrace{pid: 7, py: &pySession{slots: map[uint32]bool{3: true, 9: true}}}
+	open := b.OpenThreads(7)
+	for _, c := range []struct {
+		name  string
+		swept time.Time
+		py    bool
+		want  []uint32
+	}{
+		{"first drain: all", time.Time{}, true, []uint32{3, 4, 9}},
+		{"within a second: open only", time.Now(), true, []uint32{4}},
+		{"a second on: all", time.Now().Add(-sweepEvery), true, []uint32{3, 4, 9}},
+		{"no Python stage", time.Time{}, false, []uint32{4, 9}},
+	} {
+		p.swept = c.swept
+		if !c.py {
+			p.py = nil
+		}
+		if got := p.checked(open, b); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -2,11 +2,13 @@
 // no request object reaches a stage. Each thread serves REQUESTS requests,
 // one call of run_request each, of STEPS steps: draft(state, n_draft) then
 // verify(state, n_draft), which returns how many drafts it accepted. Between
-// two requests a thread sleeps GAP_MS. It logs every stage call, with its
+// two requests a thread sleeps GAP_MS. With ROUNDS, that many rounds of
+// THREADS threads run one after another: threads exit and new ones start
+// while the process runs, as a thread pool's do. It logs every stage call, with its
 // thread, its times (CLOCK_REALTIME, as spans carry them), the thread's
 // request number (from 1) and its counts:
 //   {"stage":"verify","tid":42,"start_ns":1,"end_ns":2,"request":1,"num_drafts":4,"num_correct_drafts":2}
-// Usage: onestream LOG THREADS REQUESTS STEPS GAP_MS; it prints "ready" and
+// Usage: onestream LOG THREADS REQUESTS STEPS GAP_MS [ROUNDS]; it prints "ready" and
 // waits for SIGUSR1.
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -98,8 +100,8 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: onestream LOG THREADS REQUESTS STEPS GAP_MS\n");
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: onestream LOG THREADS REQUESTS STEPS GAP_MS [ROUNDS]\n");
 		return 2;
 	}
 	logf = fopen(argv[1], "w");
@@ -108,6 +110,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	threads = atoi(argv[2]), requests = atoi(argv[3]), steps = atoi(argv[4]), gap_ms = atoi(argv[5]);
+	int rounds = argc == 7 ? atoi(argv[6]) : 1;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
@@ -119,10 +122,12 @@ int main(int argc, char **argv)
 	pthread_t th[64];
 	if (threads > 64)
 		threads = 64;
-	for (int i = 0; i < threads; i++)
-		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1));
-	for (int i = 0; i < threads; i++)
-		pthread_join(th[i], NULL);
+	for (int r = 0; r < rounds; r++) {
+		for (int i = 0; i < threads; i++)
+			pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(r * threads + i + 1));
+		for (int i = 0; i < threads; i++)
+			pthread_join(th[i], NULL);
+	}
 	fclose(logf);
 	return 0;
 }
