@@ -238,6 +238,23 @@ func (m *CountMatcher) restart(t *countThread) {
 	*t = countThread{ahead: -1, alive: [2]bool{true, true}}
 }
 
+// Forget drops a thread that has exited: its verifies still waiting go on
+// without counts, as none can come (where each thread is its own stream,
+// its counts are read on it), and a new thread given its ID starts
+// matching afresh instead of taking the dead thread's place. A stream that
+// joins threads (Stream) outlives them and is kept.
+func (m *CountMatcher) Forget(tid uint32) {
+	if m.Stream != nil {
+		return
+	}
+	if t := m.threads[tid]; t != nil {
+		for _, v := range t.verifies {
+			m.late.Close(v.key)
+		}
+		delete(m.threads, tid)
+	}
+}
+
 // Lost says a verify or read of counts may have been lost on every thread
 // (the ring buffer was full): matching starts over.
 func (m *CountMatcher) Lost() {

@@ -2,6 +2,7 @@ package spanbuilder
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -217,5 +218,75 @@ func TestLateAcceptExpire(t *testing.T) {
 	late.Expire(time.Unix(4, 0))
 	if len(out.steps) != 1 || late.Unmatched != 1 {
 		t.Fatalf("%d steps out, unmatched %d; want 1 and 1", len(out.steps), late.Unmatched)
+	}
+}
+
+// A thread that exited is forgotten by the matching: the verify whose
+// counts it never read goes on at once without them, and a new thread
+// given its ID gets its own counts, not a place behind the dead thread's.
+// Where a stream joins threads, the stream is kept.
+func TestCountMatcherForget(t *testing.T) {
+	run := func(forget bool, stream func(uint32) uint32) (*collect, *CountMatcher) {
+		out := &collect{}
+		late := NewLateAccept(out)
+		m := NewCountMatcher(late)
+		m.Stream = stream
+		now := time.Unix(100, 0)
+		verify := func(end uint64, rids ...string) {
+			key := VerifyKey{TID: 1, End: end}
+			m.Verify(key, rids, now)
+			for _, rid := range rids {
+				late.Step(step(rid, key))
+			}
+		}
+		// The dead thread: two steps counted, the third's counts never read.
+		verify(1, "a")
+		m.Counts(1, []string{"a"}, []int64{1})
+		verify(2, "a", "b")
+		m.Counts(1, []string{"a", "b"}, []int64{2, 2})
+		verify(3, "a", "b", "c")
+		if forget {
+			m.Forget(1)
+		}
+		// A new thread with the same ID: two steps, which tell its reads
+		// are for its own verifies.
+		verify(10, "x")
+		m.Counts(1, []string{"x"}, []int64{7})
+		verify(11, "x", "y")
+		m.Counts(1, []string{"x", "y"}, []int64{8, 8})
+		return out, m
+	}
+	counted := func(out *collect) map[string]int64 {
+		got := map[string]int64{}
+		for _, s := range out.steps {
+			if n, ok := count(s); ok {
+				got[fmt.Sprintf("%s@%d", s.RequestID, s.Calls[1].EndBoot)] = n
+			}
+		}
+		return got
+	}
+	if got := counted(func() *collect { out, _ := run(false, nil); return out }()); got["x@10"] == 7 {
+		t.Fatalf("without Forget the new thread's count landed (%v): this test proves nothing", got)
+	}
+	out, m := run(true, nil)
+	got := counted(out)
+	if want := map[string]int64{"a@1": 1, "a@2": 2, "b@2": 2, "x@10": 7, "x@11": 8, "y@11": 8}; !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+	for _, rid := range []string{"a", "b", "c"} {
+		if _, ok := got[rid+"@3"]; ok {
+			t.Errorf("%s@3 got a count its thread never read", rid)
+		}
+	}
+	if len(out.steps) != 9 {
+		t.Errorf("%d steps out, want 9: the dead thread's last verify's three at Forget, not held", len(out.steps))
+	}
+	if len(m.threads) != 1 {
+		t.Errorf("%d threads kept, want the new thread's", len(m.threads))
+	}
+	// A stream that joins threads is not the thread's to drop.
+	_, m = run(true, func(uint32) uint32 { return 5 })
+	if m.threads[5] == nil {
+		t.Error("Forget dropped a stream that joins threads")
 	}
 }

@@ -115,6 +115,9 @@ func (p *pyCalls) forget(tid uint32, at uint64) {
 	if p.user != nil {
 		p.user.release(p, tid, at)
 	}
+	if p.match != nil {
+		p.match.Gone(tid, at)
+	}
 	delete(p.stepReads, tid)
 	delete(p.stepPos, tid)
 	for k := range p.entered {

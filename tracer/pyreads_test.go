@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -286,17 +287,18 @@ func TestAssembleCounts(t *testing.T) {
 	}
 }
 
-type countsSeen struct {
-	counts [][]int64
-	tids   []uint32
-}
+// countsSeen is what the count matching was told, in order.
+type countsSeen struct{ told []string }
 
 func (c *countsSeen) Verify(spanbuilder.VerifyKey, []string, time.Time) {}
 func (c *countsSeen) Counts(tid uint32, _ uint64, _ []string, counts []int64) {
-	c.tids, c.counts = append(c.tids, tid), append(c.counts, counts)
+	c.told = append(c.told, fmt.Sprintf("thread %d counts %v", tid, counts))
 }
 func (c *countsSeen) Unreadable(uint32, uint64) {}
 func (c *countsSeen) LostOn(uint32, uint64)     {}
+func (c *countsSeen) Gone(tid uint32, _ uint64) {
+	c.told = append(c.told, fmt.Sprintf("thread %d gone", tid))
+}
 
 // A thread that exited is forgotten: a new thread the kernel gives its ID
 // does not take the dead thread's batch (same_batch), the other threads
@@ -333,8 +335,8 @@ func TestPyCallsForget(t *testing.T) {
 	if len(got) != 0 || p.Stats.FromStep != 0 {
 		t.Errorf("the new thread's verify took %q (FromStep %d), want none", got, p.Stats.FromStep)
 	}
-	if !reflect.DeepEqual(seen.tids, []uint32{1}) || !reflect.DeepEqual(seen.counts, [][]int64{{3}}) {
-		t.Errorf("counts handed on: %v %v, want thread 1's [3] once", seen.tids, seen.counts)
+	if want := []string{"thread 1 counts [3]", "thread 1 gone"}; !reflect.DeepEqual(seen.told, want) {
+		t.Errorf("the count matching was told %q, want %q", seen.told, want)
 	}
 	if _, ok := p.user.held[1]; ok {
 		t.Error("thread 1's held counts are still held")

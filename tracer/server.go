@@ -137,6 +137,7 @@ type counter interface {
 	Counts(tid uint32, at uint64, rids []string, counts []int64)
 	Unreadable(tid uint32, at uint64)
 	LostOn(tid uint32, at uint64)
+	Gone(tid uint32, at uint64) // the thread exited
 }
 
 type directCounts struct{ m *spanbuilder.CountMatcher }
@@ -149,6 +150,7 @@ func (d directCounts) Counts(tid uint32, _ uint64, rids []string, counts []int64
 }
 func (d directCounts) Unreadable(tid uint32, _ uint64) { d.m.Unreadable(tid) }
 func (d directCounts) LostOn(tid uint32, _ uint64)     { d.m.LostOn(tid) }
+func (d directCounts) Gone(tid uint32, _ uint64)       { d.m.Forget(tid) }
 
 // orderedCounts hands one process's verifies and reads of counts to the
 // matching in the order they happened among the server's processes: each
@@ -175,6 +177,9 @@ func (o orderedCounts) Unreadable(tid uint32, at uint64) {
 }
 func (o orderedCounts) LostOn(tid uint32, at uint64) {
 	o.merge.Add(o.src, at, func() { o.match.LostOn(tid) })
+}
+func (o orderedCounts) Gone(tid uint32, at uint64) {
+	o.merge.Add(o.src, at, func() { o.match.Forget(tid) })
 }
 
 // markMargin is how long before an event's time another event of the same
