@@ -425,24 +425,18 @@ func (b *Builder) Flush(at uint64, why string) {
 
 // OpenThreads lists the threads of process pid with a call in progress, for
 // liveness checks.
-func (b *Builder) OpenThreads(pid uint32) []uint32 {
-	var out []uint32
-	for tid, t := range b.threads {
-		if len(t.open) > 0 && t.pid == pid {
-			out = append(out, tid)
-		}
-	}
-	return out
-}
+func (b *Builder) OpenThreads(pid uint32) []uint32 { return b.threadsOf(pid, true) }
 
 // Threads lists every thread of process pid the builder holds state for,
 // open call or not: the tracer checks them for exit now and then, so that a
 // dead thread's step ends and its ID, which the kernel gives to new threads,
 // starts fresh.
-func (b *Builder) Threads(pid uint32) []uint32 {
+func (b *Builder) Threads(pid uint32) []uint32 { return b.threadsOf(pid, false) }
+
+func (b *Builder) threadsOf(pid uint32, open bool) []uint32 {
 	var out []uint32
 	for tid, t := range b.threads {
-		if t.pid == pid {
+		if t.pid == pid && (!open || len(t.open) > 0) {
 			out = append(out, tid)
 		}
 	}
