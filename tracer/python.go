@@ -200,13 +200,17 @@ func (p *pySession) threads() []uint32 {
 	return tids
 }
 
-// forget drops what is kept for a thread that has exited (at boot ns at).
+// forget drops what is kept for a thread that has exited (at boot ns at):
+// its reads even where it has no slot (a thread seen only by a call's
+// return, begun before attach).
 func (p *pySession) forget(tid uint32, at uint64) {
-	if p == nil || !p.slots[tid] {
+	if p == nil {
 		return
 	}
-	delete(p.slots, tid)
-	p.sess.ForgetThread(tid)
+	if p.slots[tid] {
+		delete(p.slots, tid)
+		p.sess.ForgetThread(tid)
+	}
 	p.calls.forget(tid, at)
 }
 
