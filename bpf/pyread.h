@@ -173,10 +173,17 @@ struct pycall {
 	u32 pad;
 };
 
+// A dict keys table being probed (py_keys_lookup).
+struct pylookup {
+	u64 keys, indices, entries, nentries, mask, perturb, i;
+	u32 ixsize, esize, unicode, pad;
+};
+
 struct pyscratch {
 	u64 ts, frame, caller, code;
 	struct pycall call;
 	u32 site;
+	u32 wake;  // the hit, sent without its values, wakes the reader at once
 	u32 off;   // bytes written in buf (the record header included)
 	u32 field; // the field being read
 	u32 first; // its first step after PY_ITER
@@ -195,6 +202,12 @@ struct pyscratch {
 	u8 ckind[PY_MAX_STEPS];
 	u8 pad[2];
 	u64 keyptr[PY_MAX_NAMES]; // name objects matched in this trap
+	u64 keys[5];              // a dict keys table's header (py_keys_lookup)
+	u64 ix;                   // one of its indices
+	u64 entry[3];             // one of its entries (py_entry_is)
+	struct pylookup lookup;
+	u64 obj[6];               // a list's, tuple's or dict's header (py_iter)
+	u8 str[136];              // a str's header and text (py_str_is)
 	u64 slots[PY_STACK_SCAN]; // 3.10: the caller's value stack
 	u64 kwn[PY_STACK_SCAN];   // 3.10: a call's keyword names
 	u64 head[32];             // an object's first bytes, read at once (py_out_value, py_attr)
@@ -231,6 +244,15 @@ static __always_inline u32 idx(u32 i, const u32 mask)
 {
 	asm volatile("%[i] &= %[m]" : [i] "+r"(i) : [m] "i"(mask));
 	return i;
+}
+
+// nbytes is the size of a read of n items of size bytes, 1 <= n <= max
+// (a power of 2): a bound the verifier sees in the register that holds it.
+// Kernels before 6.8 lose a bound checked on a register the compiler had
+// already spilled, and refuse the read ("R2 unbounded memory access").
+static __always_inline u32 nbytes(u32 n, const u32 max, const u32 size)
+{
+	return (idx(n - 1, max - 1) + 1) * size;
 }
 
 static __always_inline struct pyscratch *scratch(void)
@@ -411,7 +433,7 @@ static __always_inline int py_out_str(struct pylayout *L, struct pyscratch *s, s
 	b[1] = kind;
 	u16 n16 = n;
 	__builtin_memcpy(b + 2, &n16, 2);
-	n &= 2 * PY_STR_MAX - 1;
+	n = idx(n, 2 * PY_STR_MAX - 1);
 	if (n > 0) {
 		// From the bytes already read when they hold the text.
 		int r = d + n <= got ? bpf_probe_read_kernel(b + 4, n, (u8 *)s->head + d)
@@ -520,21 +542,22 @@ __noinline int py_out_value(u64 obj, int len)
 // ---- dict lookups -------------------------------------------------------
 
 // py_str_is tells whether the str at key equals name (hash, length, bytes).
-static __always_inline int py_str_is(struct pylayout *L, u64 key, struct pyname *name, u64 *hash)
+static __always_inline int py_str_is(struct pylayout *L, struct pyscratch *s, u64 key, struct pyname *name)
 {
-	// A compact ASCII str's header and the name's bytes. Zeroed, so that
-	// past the str's length it matches the name's zero padding.
-	u8 b[136] = {};
+	// A compact ASCII str's header and the name's bytes, in the scratch
+	// (the stack of the call chain that gets here has no room). Zeroed, so
+	// that past the str's length it matches the name's zero padding.
+	u8 *b = s->str;
+	__builtin_memset(b, 0, sizeof(s->str));
 	u32 d = L->ascii_data, len = name->len;
 	if (d > 0x30 || len > PY_NAME_LEN)
 		return 0;
 	u32 n = idx(d + len, 127);
 	if (n == 0 || bpf_probe_read_user(b, n, (void *)key))
 		return 0;
-	u64 length = *(u64 *)&b[0x10];
-	*hash = *(u64 *)&b[0x18];
+	u64 length = *(u64 *)&b[0x10], hash = *(u64 *)&b[0x18];
 	u32 state = *(u32 *)&b[0x20];
-	if (length != len || !((state >> 5) & 1) || !((state >> 6) & 1) || *hash != name->hash)
+	if (length != len || !((state >> 5) & 1) || !((state >> 6) & 1) || hash != name->hash)
 		return 0;
 	for (int w = 0; w < PY_NAME_LEN / 8; w++) {
 		u64 x, y;
@@ -558,7 +581,8 @@ __noinline int py_entry_is(u64 e, u32 unicode, u32 nm)
 	if (!p)
 		return -1;
 	struct pyname *name = &p->names[idx(nm, PY_MAX_NAMES - 1)];
-	u64 w[3] = {};
+	u64 *w = s->entry;
+	w[2] = 0;
 	if (bpf_probe_read_user(w, unicode ? 16 : 24, (void *)e)) {
 		fail(s, PY_E_READ, e);
 		return -1;
@@ -571,8 +595,7 @@ __noinline int py_entry_is(u64 e, u32 unicode, u32 nm)
 		s->lastval = val;
 		return 1;
 	}
-	u64 kh = 0;
-	if ((unicode || w[0] == name->hash) && py_str_is(L, key, name, &kh)) {
+	if ((unicode || w[0] == name->hash) && py_str_is(L, s, key, name)) {
 		s->keyptr[idx(nm, PY_MAX_NAMES - 1)] = key;
 		s->lastval = val;
 		return 1;
@@ -594,17 +617,21 @@ __noinline long py_keys_lookup(u64 keys, u32 nm)
 	if (!p)
 		return -2;
 	struct pyname *name = &p->names[idx(nm, PY_MAX_NAMES - 1)];
-	u64 h[5];
-	if (!objptr(keys) || bpf_probe_read_user(h, sizeof(h), (void *)keys)) {
+	u64 *h = s->keys;
+	if (!objptr(keys) || bpf_probe_read_user(h, sizeof(s->keys), (void *)keys)) {
 		fail(s, PY_E_READ, keys);
 		return -2;
 	}
-	u64 size, nentries, indices, entries;
-	u32 esize = 24, unicode = 0;
+	// The probe's state lives in the scratch: kept on the stack across
+	// py_entry_is, it took more of the chain's 512 bytes than it has.
+	struct pylookup *k = &s->lookup;
+	u64 size;
+	k->esize = 24;
+	k->unicode = 0;
 	if (L->minor == 10) {
 		size = h[1];
-		nentries = h[4];
-		indices = keys + 0x28;
+		k->nentries = h[4];
+		k->indices = keys + 0x28;
 	} else {
 		u8 log2 = h[1] & 0xff, log2ix = (h[1] >> 8) & 0xff, kind = (h[1] >> 16) & 0xff;
 		if (log2 > 40 || log2ix > 44) {
@@ -612,43 +639,47 @@ __noinline long py_keys_lookup(u64 keys, u32 nm)
 			return -2;
 		}
 		size = 1ULL << log2;
-		nentries = h[3];
-		indices = keys + 0x20;
-		entries = indices + (1ULL << log2ix);
-		unicode = kind != 0;
-		esize = unicode ? 16 : 24;
+		k->nentries = h[3];
+		k->indices = keys + 0x20;
+		k->entries = k->indices + (1ULL << log2ix);
+		k->unicode = kind != 0;
+		k->esize = kind ? 16 : 24;
 	}
-	if (size == 0 || size > (1ULL << 40) || (size & (size - 1)) || nentries > size) {
+	if (size == 0 || size > (1ULL << 40) || (size & (size - 1)) || k->nentries > size) {
 		fail(s, PY_E_READ, keys);
 		return -2;
 	}
-	u32 ixsize = size <= 0x80 ? 1 : size <= 0x8000 ? 2 : size <= 0x80000000ULL ? 4 : 8;
+	k->ixsize = size <= 0x80 ? 1 : size <= 0x8000 ? 2 : size <= 0x80000000ULL ? 4 : 8;
 	if (L->minor == 10)
-		entries = indices + size * ixsize;
-	u64 mask = size - 1, perturb = name->hash, i = name->hash & mask;
+		k->entries = k->indices + size * k->ixsize;
+	k->keys = keys;
+	k->mask = size - 1;
+	k->perturb = name->hash;
+	k->i = name->hash & k->mask;
 	for (int probe = 0; probe < PY_MAX_PROBES; probe++) {
 		// Eight bytes read whatever the index size (the entries follow the
 		// indices), then cut to it with its sign.
-		u64 at = indices + i * ixsize, raw = 0;
-		if (bpf_probe_read_user(&raw, sizeof(raw), (void *)at)) {
+		u64 at = k->indices + k->i * k->ixsize;
+		s->ix = 0;
+		if (bpf_probe_read_user(&s->ix, sizeof(s->ix), (void *)at)) {
 			fail(s, PY_E_READ, at);
 			return -2;
 		}
-		u32 shift = 64 - 8 * ixsize;
-		s64 ix = (s64)(raw << shift) >> shift;
+		u32 shift = 64 - 8 * k->ixsize;
+		s64 ix = (s64)(s->ix << shift) >> shift;
 		if (ix == -1)
 			return -1; // DKIX_EMPTY: not in the table
-		if (ix >= 0 && (u64)ix < nentries) {
-			int r = py_entry_is(entries + ix * esize, unicode, nm);
+		if (ix >= 0 && (u64)ix < k->nentries) {
+			int r = py_entry_is(k->entries + ix * k->esize, k->unicode, nm);
 			if (r < 0)
 				return -2;
 			if (r)
 				return ix;
 		}
-		perturb >>= 5;
-		i = (i * 5 + perturb + 1) & mask;
+		k->perturb >>= 5;
+		k->i = (k->i * 5 + k->perturb + 1) & k->mask;
 	}
-	fail(s, PY_E_BIG, keys);
+	fail(s, PY_E_BIG, k->keys);
 	return -2;
 }
 
@@ -803,7 +834,7 @@ static __always_inline u64 py_attr_cached(struct pylayout *L, struct pyscratch *
 // from the object, a plain class attribute as it is; properties refused).
 // Where the location does not depend on the instance (a shared-keys index, a
 // slot offset) it is kept for the step: a batch's items share their type.
-__noinline u64 py_attr(u64 obj, u32 step)
+static __always_inline u64 py_attr(u64 obj, u32 step)
 {
 	struct pyscratch *s = scratch();
 	struct pylayout *L = layout();
@@ -1051,7 +1082,7 @@ static long py_item_cb(u64 i, void *unused)
 		if (s->chunk_at != (i & ~15ULL) + 1) {
 			u64 left = s->nitems - (i & ~15ULL);
 			u32 n = left < 16 ? left : 16;
-			if (bpf_probe_read_user(s->chunk, idx(n, 15) * 8 + (n == 16 ? 128 : 0), (void *)(s->items + 8 * (i & ~15ULL))))
+			if (bpf_probe_read_user(s->chunk, nbytes(n, 16, 8), (void *)(s->items + 8 * (i & ~15ULL))))
 				bad = 1;
 			s->chunk_at = (i & ~15ULL) + 1;
 		}
@@ -1099,8 +1130,8 @@ static __always_inline int py_iter(struct pylayout *L, struct pyscratch *s, u64 
 		return -1;
 	int bad = 0;
 	u64 flags = t == L->t_list || t == L->t_tuple || t == L->t_dict ? 0 : type_flags(L, t, &bad);
-	u64 h[6] = {};
-	if (bad || bpf_probe_read_user(h, sizeof(h), (void *)obj))
+	u64 *h = s->obj;
+	if (bad || bpf_probe_read_user(h, sizeof(s->obj), (void *)obj))
 		return fail(s, PY_E_READ, obj);
 	if (t == L->t_list || flags & TPF_LIST_SUBCLASS) {
 		s->ikind = 0;
@@ -1123,8 +1154,8 @@ static __always_inline int py_iter(struct pylayout *L, struct pyscratch *s, u64 
 		}
 		if (h[5])
 			return fail(s, PY_E_TYPE, t); // split: keys in the values' order
-		u64 k[4];
-		if (bpf_probe_read_user(k, sizeof(k), (void *)keys))
+		u64 *k = s->keys;
+		if (bpf_probe_read_user(k, 4 * sizeof(u64), (void *)keys))
 			return fail(s, PY_E_READ, keys);
 		if (L->minor == 10) {
 			u64 size = k[1];
@@ -1251,7 +1282,7 @@ static __always_inline int py_self310(struct pylayout *L, struct pyscratch *s, u
 		return fail(s, PY_E_NOFRAME, 15);
 	u64 *slots = s->slots;
 	u32 n = nlocals < PY_STACK_SCAN ? nlocals : PY_STACK_SCAN;
-	if (n == 0 || bpf_probe_read_user(slots, n * 8 <= sizeof(s->slots) ? n * 8 : sizeof(s->slots), (void *)(caller + L->fr_localsplus)))
+	if (n == 0 || bpf_probe_read_user(slots, nbytes(n, PY_STACK_SCAN, 8), (void *)(caller + L->fr_localsplus)))
 		return fail(s, PY_E_NOFRAME, 16);
 	struct py_scan c = {.code = code, .n = n, .methods_only = 1, .at = -1};
 	bpf_loop(PY_STACK_SCAN, py_callable_cb, &c, 0);
@@ -1377,7 +1408,7 @@ static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, 
 		return fail(s, PY_E_NOFRAME, 4); // called from C, or another way
 	u64 *slots = s->slots;
 	u32 n = depth < PY_STACK_SCAN ? depth : PY_STACK_SCAN;
-	if (n == 0 || bpf_probe_read_user(slots, n * 8 <= sizeof(s->slots) ? n * 8 : sizeof(s->slots), (void *)vs))
+	if (n == 0 || bpf_probe_read_user(slots, nbytes(n, PY_STACK_SCAN, 8), (void *)vs))
 		return fail(s, PY_E_NOFRAME, 5);
 	struct py_scan c = {.code = code, .n = n, .at = -1};
 	bpf_loop(PY_STACK_SCAN, py_callable_cb, &c, 0);
@@ -1397,7 +1428,7 @@ static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, 
 		// [callable, args tuple, kwargs dict (oparg & 1)]
 		if (at + 1 >= PY_STACK_SCAN || at + 1 >= n)
 			return fail(s, PY_E_NOFRAME, 8);
-		u64 tup = slots[(at + 1) & (PY_STACK_SCAN - 1)];
+		u64 tup = slots[idx(at + 1, PY_STACK_SCAN - 1)];
 		if (rd64(tup + 8, &bad) != L->t_tuple || bad)
 			return fail(s, PY_E_NOFRAME, 9);
 		u64 tn = rd64(tup + 0x10, &bad);
@@ -1406,7 +1437,7 @@ static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, 
 		k->postup = tup;
 		k->npos = tn + self;
 		if (oparg & 1) {
-			u64 d = at + 2 < n && at + 2 < PY_STACK_SCAN ? slots[(at + 2) & (PY_STACK_SCAN - 1)] : 0;
+			u64 d = at + 2 < n && at + 2 < PY_STACK_SCAN ? slots[idx(at + 2, PY_STACK_SCAN - 1)] : 0;
 			// A mapping that is not a dict was copied into a new one,
 			// which only the interpreter's C stack holds.
 			if (!objptr(d) || rd64(d + 8, &bad) != L->t_dict || bad)
@@ -1419,13 +1450,13 @@ static __always_inline int py_frame310(struct pylayout *L, struct pyscratch *s, 
 	// [callable, positional arguments, keyword arguments, their names (CALL_FUNCTION_KW)]
 	u32 npos;
 	if (op == L->op_call_method)
-		npos = at > 0 && slots[(at - 1) & (PY_STACK_SCAN - 1)] == 0 ? oparg : oparg + 1;
+		npos = at > 0 && slots[idx(at - 1, PY_STACK_SCAN - 1)] == 0 ? oparg : oparg + 1;
 	else
 		npos = oparg;
 	k->posbase = at + 1;
 	if (op == L->op_call_kw) {
 		u32 top = at + 1 + npos;
-		u64 names = top < n && top < PY_STACK_SCAN ? slots[top & (PY_STACK_SCAN - 1)] : 0;
+		u64 names = top < n && top < PY_STACK_SCAN ? slots[idx(top, PY_STACK_SCAN - 1)] : 0;
 		u64 nk = objptr(names) && rd64(names + 8, &bad) == L->t_tuple ? rd64(names + 0x10, &bad) : 0;
 		if (!names || bad || nk > npos || nk == 0)
 			return fail(s, PY_E_NOFRAME, 11);
@@ -1453,7 +1484,7 @@ static __always_inline int py_kwname310(struct pyscratch *s, struct pyfield *fl)
 	}
 	if (nk == 0)
 		return -1;
-	if (bpf_probe_read_user(s->kwn, idx(nk * 8 - 1, 511) + 1, (void *)(s->call.kwnames + 0x18))) {
+	if (bpf_probe_read_user(s->kwn, nbytes(nk, PY_STACK_SCAN, 8), (void *)(s->call.kwnames + 0x18))) {
 		fail(s, PY_E_READ, s->call.kwnames);
 		return -2;
 	}

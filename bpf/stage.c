@@ -597,34 +597,29 @@ static __always_inline void watch_header(struct watch_event *e, struct watch *w,
 		__builtin_memset(&e->cuda, 0, sizeof(e->cuda));
 }
 
-// watch_read reads, at a pop, the site's fields into the payload and sends
-// the hit with them; it returns 0 when it sent nothing (the caller sends
-// the bare hit).
-static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames, u8 *why, u8 *at)
+// watch_fields reads, at a pop, the site's fields into the payload and sends
+// the hit with them. It runs as a tail call of watch_hit, so that its chain
+// of calls (a field, each item, each step, a dict lookup, a key) has the
+// whole 512 bytes of stack that kernels before 6.13 give a program and the
+// calls it makes together; watch_hit has written the hit's header into the
+// scratch and said what to read there.
+SEC("perf_event")
+int watch_fields(struct watch_ctx *ctx)
 {
-	struct pylayout *L = layout();
-	struct pyprog *p = prog_of(w->site);
 	struct pyscratch *s = scratch();
-	if (!L || !L->enabled || !p || !p->nfields || !s)
+	if (!s)
 		return 0;
+	struct pyprog *p = prog_of(s->site);
 	struct watch_event *e = (struct watch_event *)s->buf;
-	watch_header(e, w, ctx, addr, pid_tgid, flags);
-	if (frames >= 0) {
-		e->flags |= W_FRAMES;
-		e->frames = frames;
-	}
-	s->site = w->site;
-	s->code = addr;
-	s->off = sizeof(*e);
-	s->seq = 0;
-	s->err = PY_OK;
-	__builtin_memset(&s->call, 0, sizeof(s->call));
-	s->frame = s->caller = 0;
-	for (int i = 0; i < PY_MAX_NAMES; i++)
-		s->keyptr[i] = 0;
-	if (py_frame(addr)) {
-		*why = s->err;
-		*at = s->err_detail;
+	if (!p)
+		return 0;
+	if (py_frame(s->code)) {
+		// The hit goes without its values, saying why.
+		e->pyerr = s->err;
+		e->pyerr_at = s->err_detail;
+		u64 flags = s->wake ? BPF_RB_FORCE_WAKEUP : wakeup_flags(sizeof(*e));
+		if (bpf_ringbuf_output(&events, e, sizeof(*e), flags))
+			count_drop();
 		return 0;
 	}
 	e->flags |= W_PAYLOAD;
@@ -634,7 +629,47 @@ static __always_inline int watch_read(struct watch_ctx *ctx, struct watch *w, u6
 		py_field(f);
 	}
 	py_flush(s, 1);
-	return 1;
+	return 0;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+	__array(values, int(struct watch_ctx *));
+} watch_tail SEC(".maps") = {
+	.values = {[0] = (void *)&watch_fields},
+};
+
+// watch_read sets up, at a pop, the reading of the site's fields and hands
+// the hit to watch_fields, which sends it; it returns (and the caller sends
+// the bare hit) where the site reads nothing, or the tail call fails.
+static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames)
+{
+	struct pylayout *L = layout();
+	struct pyprog *p = prog_of(w->site);
+	struct pyscratch *s = scratch();
+	if (!L || !L->enabled || !p || !p->nfields || !s)
+		return;
+	struct watch_event *e = (struct watch_event *)s->buf;
+	watch_header(e, w, ctx, addr, pid_tgid, flags);
+	if (frames >= 0) {
+		e->flags |= W_FRAMES;
+		e->frames = frames;
+	}
+	s->site = w->site;
+	s->code = addr;
+	s->wake = w->wake & WAKE_EXIT;
+	s->off = sizeof(*e);
+	s->seq = 0;
+	s->err = PY_OK;
+	s->err_detail = 0;
+	__builtin_memset(&s->call, 0, sizeof(s->call));
+	s->frame = s->caller = 0;
+	for (int i = 0; i < PY_MAX_NAMES; i++)
+		s->keyptr[i] = 0;
+	bpf_tail_call(ctx, &watch_tail, 0);
 }
 
 SEC("perf_event")
@@ -652,18 +687,15 @@ int watch_hit(struct watch_ctx *ctx)
 	w->last = now;
 	u64 ts = thread_state((u32)id);
 	int frames = frames_running(ts, addr, now < last);
-	u8 why = 0, at = 0;
 	u8 lost = take_drops(0xffffffff) ? W_DROPPED : 0;
-	if (now < last && now > 0 && watch_read(ctx, w, addr, id, lost, frames, &why, &at))
-		return 0;
+	if (now < last && now > 0)
+		watch_read(ctx, w, addr, id, lost, frames);
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
 	if (!e) {
 		count_drop();
 		return 0;
 	}
 	watch_header(e, w, ctx, addr, id, lost);
-	e->pyerr = why;
-	e->pyerr_at = at;
 	if (frames >= 0) {
 		e->flags |= W_FRAMES;
 		e->frames = frames;

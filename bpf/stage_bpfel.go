@@ -297,11 +297,11 @@ type StagePyscratch struct {
 		Pad     uint32
 	}
 	Site      uint32
+	Wake      uint32
 	Off       uint32
 	Field     uint32
 	First     uint32
 	Last      uint32
-	_         [4]byte
 	Items     uint64
 	Ikind     uint32
 	Nitems    uint32
@@ -319,14 +319,33 @@ type StagePyscratch struct {
 	Pad       [2]uint8
 	_         [6]byte
 	Keyptr    [8]uint64
-	Slots     [64]uint64
-	Kwn       [64]uint64
-	Head      [32]uint64
-	Chunk     [16]uint64
-	ChunkAt   uint64
-	Cflags    [8]uint64
-	Cbasic    [8]uint64
-	Buf       [16896]uint8
+	Keys      [5]uint64
+	Ix        uint64
+	Entry     [3]uint64
+	Lookup    struct {
+		_        structs.HostLayout
+		Keys     uint64
+		Indices  uint64
+		Entries  uint64
+		Nentries uint64
+		Mask     uint64
+		Perturb  uint64
+		I        uint64
+		Ixsize   uint32
+		Esize    uint32
+		Unicode  uint32
+		Pad      uint32
+	}
+	Obj     [6]uint64
+	Str     [136]uint8
+	Slots   [64]uint64
+	Kwn     [64]uint64
+	Head    [32]uint64
+	Chunk   [16]uint64
+	ChunkAt uint64
+	Cflags  [8]uint64
+	Cbasic  [8]uint64
+	Buf     [16896]uint8
 }
 
 type StagePystep struct {
@@ -412,6 +431,7 @@ const (
 	StageMapSites               = "sites"
 	StageMapThreadDrops         = "thread_drops"
 	StageMapTstates             = "tstates"
+	StageMapWatchTail           = "watch_tail"
 	StageMapWatches             = "watches"
 	StageProgBare               = "bare"
 	StageProgBareMulti          = "bare_multi"
@@ -426,6 +446,7 @@ const (
 	StageProgStageExit          = "stage_exit"
 	StageProgStageExitMulti     = "stage_exit_multi"
 	StageProgWatchBare          = "watch_bare"
+	StageProgWatchFields        = "watch_fields"
 	StageProgWatchHit           = "watch_hit"
 	StageVarBenchOmit           = "bench_omit"
 	StageVarCudaOn              = "cuda_on"
@@ -505,6 +526,7 @@ type StageProgramSpecs struct {
 	StageExit          *ebpf.ProgramSpec `ebpf:"stage_exit"`
 	StageExitMulti     *ebpf.ProgramSpec `ebpf:"stage_exit_multi"`
 	WatchBare          *ebpf.ProgramSpec `ebpf:"watch_bare"`
+	WatchFields        *ebpf.ProgramSpec `ebpf:"watch_fields"`
 	WatchHit           *ebpf.ProgramSpec `ebpf:"watch_hit"`
 }
 
@@ -525,6 +547,7 @@ type StageMapSpecs struct {
 	Sites        *ebpf.MapSpec `ebpf:"sites"`
 	ThreadDrops  *ebpf.MapSpec `ebpf:"thread_drops"`
 	Tstates      *ebpf.MapSpec `ebpf:"tstates"`
+	WatchTail    *ebpf.MapSpec `ebpf:"watch_tail"`
 	Watches      *ebpf.MapSpec `ebpf:"watches"`
 }
 
@@ -588,6 +611,7 @@ type StageMaps struct {
 	Sites        *ebpf.Map `ebpf:"sites"`
 	ThreadDrops  *ebpf.Map `ebpf:"thread_drops"`
 	Tstates      *ebpf.Map `ebpf:"tstates"`
+	WatchTail    *ebpf.Map `ebpf:"watch_tail"`
 	Watches      *ebpf.Map `ebpf:"watches"`
 }
 
@@ -606,6 +630,7 @@ func (m *StageMaps) Close() error {
 		m.Sites,
 		m.ThreadDrops,
 		m.Tstates,
+		m.WatchTail,
 		m.Watches,
 	)
 }
@@ -654,6 +679,7 @@ type StagePrograms struct {
 	StageExit          *ebpf.Program `ebpf:"stage_exit"`
 	StageExitMulti     *ebpf.Program `ebpf:"stage_exit_multi"`
 	WatchBare          *ebpf.Program `ebpf:"watch_bare"`
+	WatchFields        *ebpf.Program `ebpf:"watch_fields"`
 	WatchHit           *ebpf.Program `ebpf:"watch_hit"`
 }
 
@@ -672,6 +698,7 @@ func (p *StagePrograms) Close() error {
 		p.StageExit,
 		p.StageExitMulti,
 		p.WatchBare,
+		p.WatchFields,
 		p.WatchHit,
 	)
 }
