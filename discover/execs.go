@@ -9,20 +9,27 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/internal/bpfring"
 )
 
 // Execs reports the PIDs of processes that called execve.
 type Execs struct {
 	objs   bpf.ExecObjects
 	link   link.Link
-	reader *ringbuf.Reader
+	reader *bpfring.Reader
+	// Close closes stop, then takes reading, which Run holds while it
+	// reads: the ring is unmapped only once Run is out of it.
+	stop      chan struct{}
+	closeOnce sync.Once
+	reading   sync.Mutex
 }
 
 // initPIDNamespace is the inode of the kernel's first PID namespace
@@ -46,7 +53,7 @@ func WatchExecs() (*Execs, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Execs{}
+	w := &Execs{stop: make(chan struct{})}
 	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
 		return nil, fmt.Errorf("loading the exec watcher: %w", err)
 	}
@@ -55,7 +62,7 @@ func WatchExecs() (*Execs, error) {
 		w.objs.Close()
 		return nil, fmt.Errorf("attaching to the sched_process_exec tracepoint: %w", err)
 	}
-	w.reader, err = ringbuf.NewReader(w.objs.Execs)
+	w.reader, err = bpfring.NewReader(w.objs.Execs)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -72,29 +79,47 @@ type Exec struct {
 
 // Run sends each exec to out until Close.
 func (w *Execs) Run(out chan<- Exec) error {
-	var rec ringbuf.Record
+	w.reading.Lock()
+	defer w.reading.Unlock()
+	var raw []byte
 	for {
-		if err := w.reader.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
+		select {
+		case <-w.stop:
+			return nil
+		default:
+		}
+		// A bound on each wait, so that Close is seen.
+		w.reader.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		err := w.reader.ReadInto(&raw)
+		switch {
+		case err == nil && len(raw) >= 16:
+			select {
+			case out <- Exec{PID: int(binary.LittleEndian.Uint32(raw)), BootNs: binary.LittleEndian.Uint64(raw[8:])}:
+			case <-w.stop:
 				return nil
 			}
+		case err == nil, err == bpfring.ErrStuck, errors.Is(err, os.ErrDeadlineExceeded):
+		default:
 			return err
-		}
-		if raw := rec.RawSample; len(raw) >= 16 {
-			out <- Exec{PID: int(binary.LittleEndian.Uint32(raw)), BootNs: binary.LittleEndian.Uint64(raw[8:])}
 		}
 	}
 }
 
-// Drops counts execs lost to a full ring buffer.
+// Drops counts execs lost: to a full ring buffer, or never committed.
 func (w *Execs) Drops() uint64 {
 	var n uint64
 	_ = w.objs.ExecDrops.Lookup(uint32(0), &n)
+	if w.reader != nil {
+		n += w.reader.Stuck()
+	}
 	return n
 }
 
 // Close detaches the tracepoint and ends Run.
 func (w *Execs) Close() error {
+	w.closeOnce.Do(func() { close(w.stop) })
+	w.reading.Lock()
+	defer w.reading.Unlock()
 	var errs []error
 	if w.reader != nil {
 		errs = append(errs, w.reader.Close())

@@ -16,14 +16,14 @@ import (
 // needs the floors above it. A new package gets its floor here.
 var layers = map[string]int{
 	"bpf": 0, "spanschema": 0, "spanrec": 0, "internal/safefile": 0, "internal/ktime": 0,
-	"internal/near": 0, "internal/perfbp": 0, "internal/redact": 0, "internal/elfsym": 0, "internal/testinterp": 0,
+	"internal/near": 0, "internal/perfbp": 0, "internal/bpfring": 0, "internal/redact": 0, "internal/elfsym": 0, "internal/testinterp": 0,
 	"internal/procfs": 1, "procgroup": 1, "pyproc": 1, "k8smeta": 1, "export": 1, "export/otlptest": 1,
-	"spanbuilder": 1, "gpu": 1, "discover": 1, "internal/benchprobes": 1,
+	"spanbuilder": 1, "gpu": 1, "discover": 1, "internal/benchprobes": 1, "internal/testreport": 1,
 	"probes": 2, "specmetrics": 2,
 	"loader":        3,
 	"tracer":        4,
 	"daemon":        5,
-	"cmd/specprobe": 6, "cmd/gpucheck": 6, "bench": 6, "integration": 6, "docs": 6, "deploy": 6,
+	"cmd/specprobe": 6, "cmd/gpucheck": 6, "cmd/testreport": 6, "bench": 6, "integration": 6, "docs": 6, "deploy": 6,
 }
 
 const module = "github.com/specprobe/specprobe/"

@@ -1,15 +1,16 @@
 package loader
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"strconv"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/internal/bpfring"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
@@ -43,23 +44,34 @@ func (s *Session) Run(stop <-chan struct{}, interval time.Duration, handle func(
 		return true, nil // already gone
 	}
 	defer unix.Close(pidfd)
-	var rec ringbuf.Record
+	var raw []byte
 	var ev spanbuilder.Event
 	next := time.Now().Add(interval)
 	for {
 		s.reader.SetDeadline(next)
-		err := s.reader.ReadInto(&rec)
+		err := s.reader.ReadInto(&raw)
 		switch {
-		case err == nil:
-			s.deliver(rec.RawSample, &ev, handle)
+		case err == bpfring.ErrStuck:
+			s.lost(raw)
 			continue
+		case err == nil:
+			s.deliver(raw, &ev, handle)
+			// A target that writes faster than this reads never lets the
+			// ring run dry: the interval falls due by the clock as well, or
+			// stop and tick would wait for a lull that may never come.
+			if time.Now().Before(next) {
+				continue
+			}
 		case !errors.Is(err, os.ErrDeadlineExceeded):
 			return false, err
 		}
 		next = time.Now().Add(interval)
 		tick()
 		if processGone(pidfd) {
-			s.Drain(handle)
+			// No program of the target's runs any more: a record still
+			// busy is one the ring will step over after StuckAfter, and
+			// what follows it is read.
+			s.drain(handle, bpfring.StuckAfter+10*time.Millisecond)
 			s.finish(handle)
 			return true, nil
 		}
@@ -73,13 +85,27 @@ func (s *Session) Run(stop <-chan struct{}, interval time.Duration, handle func(
 	}
 }
 
-// Drain hands every event queued right now to handle.
-func (s *Session) Drain(handle func(*spanbuilder.Event)) {
-	var rec ringbuf.Record
+// Drain hands on the events queued when it starts, and no more: a target
+// writing faster than this reads would otherwise keep it here for good.
+// It stops at a record still being written (the next read has it).
+func (s *Session) Drain(handle func(*spanbuilder.Event)) { s.drain(handle, 0) }
+
+// drain is Drain waiting up to wait for a record being written.
+func (s *Session) drain(handle func(*spanbuilder.Event), wait time.Duration) {
+	var raw []byte
 	var ev spanbuilder.Event
-	s.reader.SetDeadline(time.Now())
-	for s.reader.ReadInto(&rec) == nil {
-		s.deliver(rec.RawSample, &ev, handle)
+	left := s.reader.AvailableBytes()
+	s.reader.SetDeadline(time.Now().Add(wait))
+	for left > 0 {
+		switch err := s.reader.ReadInto(&raw); err {
+		case nil:
+			s.deliver(raw, &ev, handle)
+		case bpfring.ErrStuck:
+			s.lost(raw)
+		default:
+			return
+		}
+		left -= bpfring.RecordBytes(len(raw))
 	}
 }
 
@@ -144,7 +170,7 @@ func (s *Session) decodeStage(r *bpf.StageEvent, str []int8, ev *spanbuilder.Eve
 	if r.Kind == kindExit {
 		b = probes.Exit
 	}
-	*ev = spanbuilder.Event{BootNs: r.BootNs, PID: r.Pid, TID: r.Tid, Site: int(site), Exit: b == probes.Exit, Dropped: uint32(r.Dropped)}
+	*ev = spanbuilder.Event{BootNs: r.BootNs, PID: r.Pid, TID: r.Tid, Site: int(site), Exit: b == probes.Exit, Dropped: uint32(r.Dropped) + s.takeDrops(r.Tid)}
 	for i, nv := range s.values[site][b] {
 		if r.Failed&(1<<i) != 0 {
 			s.Stats.ReadFailed++
@@ -170,10 +196,7 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 	}
 	if w.Flags&wDropped != 0 {
 		// Carried by the thread's next event, whatever this hit turns out to be.
-		if s.dropNotes == nil {
-			s.dropNotes = map[uint32]uint32{}
-		}
-		s.dropNotes[w.Tid]++
+		s.noteDrop(w.Tid)
 	}
 	if held, ok := s.py.abandon(w.Tid); ok {
 		// The thread's next hit came before the last record of the one
@@ -200,10 +223,7 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 		*ev = s.watchEvent(w, true)
 		ev.Cancel = true
 	}
-	if n := s.dropNotes[w.Tid]; n > 0 {
-		ev.Dropped = n
-		delete(s.dropNotes, w.Tid)
-	}
+	ev.Dropped = s.takeDrops(w.Tid)
 	if ev.Exit && !ev.Cancel {
 		return s.py.start(w, payload, ev)
 	}
@@ -254,4 +274,33 @@ func (s *Session) Sites() []spanbuilder.Site {
 		out[i] = spanbuilder.Site{Stage: t.Stage.Name, Batch: t.Stage.Scope == probes.ScopeBatch, Native: true, Boundary: t.Stage.BoundaryName()}
 	}
 	return append(out, s.pySites()...)
+}
+
+// lost notes a record the ring stepped over, never committed, for its
+// thread: every record begins boot_ns, pid, tid (bpf/stage.c).
+func (s *Session) lost(raw []byte) {
+	if len(raw) >= 16 {
+		s.noteDrop(binary.LittleEndian.Uint32(raw[12:]))
+	}
+}
+
+// noteDrop: an event of thread tid was lost (a hit said so, or the ring
+// stepped over its record); the thread's next event carries it.
+func (s *Session) noteDrop(tid uint32) {
+	if s.dropNotes == nil {
+		s.dropNotes = map[uint32]uint32{}
+	}
+	s.dropNotes[tid]++
+}
+
+// takeDrops is what thread tid lost since its last event.
+func (s *Session) takeDrops(tid uint32) uint32 {
+	if len(s.dropNotes) == 0 {
+		return 0 // every event asks: the usual answer costs no lookup
+	}
+	n := s.dropNotes[tid]
+	if n > 0 {
+		delete(s.dropNotes, tid)
+	}
+	return n
 }
