@@ -9,10 +9,10 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/specprobe/specprobe/bpf"
+	"github.com/specprobe/specprobe/internal/bpfring"
 	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanbuilder"
 )
@@ -41,7 +41,7 @@ type Session struct {
 	Multi     bool
 	objs      bpf.StageObjects
 	links     []link.Link
-	reader    *ringbuf.Reader
+	reader    *bpfring.Reader
 	closed    bool
 	values    [][2][]probes.Named // per site and boundary, in the order BPF reads them
 	Stats     ReadStats
@@ -55,8 +55,9 @@ type Session struct {
 	// The compiled reads of each Python site (pycompile.go); a site without
 	// one is read from user space, if at all.
 	programs map[uint32]*PyProgram
-	// dropNotes counts, per thread, hits that said events were lost
-	// before them, until an event of the thread carries it (Event.Dropped).
+	// dropNotes counts, per thread, events lost (hits that said so,
+	// records the ring stepped over) until an event of the thread carries
+	// the count (Event.Dropped).
 	dropNotes map[uint32]uint32
 	// OnCodeFreed, when set, is called (from Run's goroutine) when a
 	// watched Python code object is freed.
@@ -71,6 +72,50 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
+	spec, err := sessionSpec(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{PID: pid, Targets: targets, hits: newWatchDecoder(nil), programs: map[uint32]*PyProgram{}}
+	s.py = newPyAssembler(func(site uint32) int {
+		if p := s.programs[site]; p != nil {
+			return len(p.Fields)
+		}
+		return 0
+	})
+	for _, t := range targets {
+		s.values = append(s.values, t.Stage.Boundaries())
+	}
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		return nil, verifierError(err)
+	}
+	if err := s.configure(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.Multi = !opts.NoMulti && features.HaveBPFLinkUprobeMulti() == nil
+	if err := s.arm(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if opts.CUDA != nil {
+		if err := s.armCUDA(opts.CUDA, opts.CUDALaunches); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.reader, err = bpfring.NewReader(s.objs.Events)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// sessionSpec is the stage collection as a session with opts loads it: the
+// one place its constants and sizes are set, so VerifyPrograms loads what
+// attach loads.
+func sessionSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	spec, err := stageSpec()
 	if err != nil {
 		return nil, err
@@ -101,45 +146,12 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 		// not the 16384 threads' worth (~2 MiB) of one that has it.
 		spec.Maps["cuda_threads"].MaxEntries = 1
 	}
-	s := &Session{PID: pid, Targets: targets, hits: newWatchDecoder(nil), programs: map[uint32]*PyProgram{}}
-	s.py = newPyAssembler(func(site uint32) int {
-		if p := s.programs[site]; p != nil {
-			return len(p.Fields)
-		}
-		return 0
-	})
-	for _, t := range targets {
-		s.values = append(s.values, t.Stage.Boundaries())
-	}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
-		return nil, explainLoadError(err)
-	}
-	if err := s.configure(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	s.Multi = !opts.NoMulti && features.HaveBPFLinkUprobeMulti() == nil
-	if err := s.arm(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if opts.CUDA != nil {
-		if err := s.armCUDA(opts.CUDA, opts.CUDALaunches); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
-	s.reader, err = ringbuf.NewReader(s.objs.Events)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return spec, nil
 }
 
 func explainLoadError(err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("this kernel lacks a BPF feature specprobe needs (BTF, ring buffers, kernel 5.15+): %w", err)
+		return fmt.Errorf("this kernel lacks a BPF feature specprobe needs (BTF, ring buffers, BPF cookies: Linux 6.1+): %w", err)
 	}
 	if strings.Contains(err.Error(), "operation not permitted") {
 		return fmt.Errorf("loading BPF programs was refused: run as root or grant CAP_BPF and CAP_PERFMON: %w", err)
@@ -240,6 +252,9 @@ func (s *Session) armFile(m Mapping, path string, idx []int) error {
 }
 
 func (s *Session) add(l link.Link, err error) error {
+	if err != nil && !s.Multi {
+		return uprobeDenied(err) // a perf-event uprobe
+	}
 	if err != nil {
 		return err
 	}
@@ -247,13 +262,14 @@ func (s *Session) add(l link.Link, err error) error {
 	return nil
 }
 
-// Drops counts events the BPF side could not queue because the ring was full.
+// Drops counts events lost: the BPF side could not queue them (the ring was
+// full), or queued them and never committed them (bpfring.Reader.Stuck).
 func (s *Session) Drops() uint64 {
 	var per []uint64
 	if err := s.objs.Drops.Lookup(uint32(0), &per); err != nil {
 		return 0
 	}
-	var n uint64
+	n := s.reader.Stuck()
 	for _, x := range per {
 		n += x
 	}

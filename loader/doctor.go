@@ -39,11 +39,16 @@ func Doctor() []Check {
 		err = features.HaveMapType(ebpf.RingBuf)
 		add("BPF ring buffer", err == nil, errText(err, "supported (5.8+)"))
 		err = features.HaveBPFLinkUprobeMulti()
-		detail := "supported: one link per file, fast detach"
+		detail, ok := "supported: one link per file, fast detach", true
 		if err != nil {
 			detail = "not supported (kernel < 6.6): falling back to one perf-event link per site; works, detaches slower"
+			if !hasSysAdmin() {
+				detail, ok = "not supported (kernel < 6.6): each uprobe is then a perf event, which needs CAP_SYS_ADMIN: native stages cannot be traced with CAP_BPF and CAP_PERFMON alone (Python stages can)", false
+			}
 		}
-		out = append(out, Check{"uprobe_multi links", true, detail})
+		add("uprobe_multi links", ok, detail)
+		err = VerifyPrograms()
+		add("BPF programs load", err == nil, errText(err, "the verifier passed every program attach and the daemon load"))
 	} else {
 		add("BPF features", false, "not checked: needs the privileges above")
 	}

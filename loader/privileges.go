@@ -2,10 +2,14 @@ package loader
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Capability bits (linux/capability.h).
@@ -23,8 +27,11 @@ func CheckPrivileges() error {
 		return nil // can't tell: let the kernel decide
 	}
 	has := func(c uint) bool { return eff&(1<<c) != 0 }
-	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
+	if has(capSysAdmin) {
 		return nil
+	}
+	if has(capBPF) && has(capPerfmon) {
+		return perfAllowed()
 	}
 	var missing []string
 	if !has(capBPF) {
@@ -50,4 +57,56 @@ func effectiveCaps() (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no CapEff in /proc/self/status")
+}
+
+// perfAllowed tells whether this process may open perf events (uprobes on
+// kernels without uprobe_multi, and every watchpoint): Debian's kernels
+// carry a patch that, at kernel.perf_event_paranoid 3 (their default),
+// refuses perf_event_open to all but CAP_SYS_ADMIN; CAP_PERFMON is not
+// enough there (measured on Debian's 6.1 and 6.12). A software event of
+// this thread, opened and closed, asks the kernel itself.
+func perfAllowed() error {
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_SOFTWARE,
+		Config: unix.PERF_COUNT_SW_DUMMY,
+		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Bits:   unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+	}
+	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err == nil {
+		unix.Close(fd)
+		return nil
+	}
+	paranoid := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
+		paranoid = strings.TrimSpace(string(b))
+	}
+	if denied(err) {
+		return fmt.Errorf("this kernel refuses perf events to a process without CAP_SYS_ADMIN at kernel.perf_event_paranoid %s "+
+			"(Debian's kernels do at 3, their default; CAP_PERFMON is not enough there): "+
+			"set sysctl kernel.perf_event_paranoid=2, or grant CAP_SYS_ADMIN: %w", paranoid, err)
+	}
+	return fmt.Errorf("perf_event_open: %w", err)
+}
+
+// uprobeDenied explains a perf-event uprobe refused for want of privilege:
+// a kernel without uprobe_multi links (before 6.6) creates each uprobe as a
+// perf event, which Linux allows only with CAP_SYS_ADMIN since 2025's fix
+// "perf: Require CAP_SYS_ADMIN for uprobes", backported to the stable lines
+// (Debian's 6.1.176 has it: refused with CAP_PERFMON, measured).
+func uprobeDenied(err error) error {
+	if !denied(err) || hasSysAdmin() {
+		return err
+	}
+	return fmt.Errorf("%w: this kernel has no uprobe_multi links (6.6+) and makes each uprobe a perf event, "+
+		"which Linux allows only with CAP_SYS_ADMIN: grant CAP_SYS_ADMIN to trace native stages on it (Python stages need no more than CAP_PERFMON)", err)
+}
+
+func denied(err error) bool { return errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) }
+
+// hasSysAdmin tells whether this process holds CAP_SYS_ADMIN (false where
+// it cannot tell: the kernel then decides).
+func hasSysAdmin() bool {
+	eff, err := effectiveCaps()
+	return err == nil && eff&(1<<capSysAdmin) != 0
 }

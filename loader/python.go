@@ -351,15 +351,12 @@ func (s *Session) setFrameLayout(l pyproc.Layout, sym *Symbolizer) error {
 	if l.Version.Traits().ExcIsObject {
 		cfg.ExcIsObject = 1
 	}
-	// Where no symbol names the frame-pop functions (a stripped build), a
-	// +1 cannot be told from a push by its place: count frames there too.
-	stripped := true
-	for _, fn := range framePop {
-		if sym != nil && sym.Has(fn) {
-			stripped = false
-		}
-	}
-	if stripped {
+	// Where no symbol names the functions that take a reference to a code
+	// object without a call (a build without its full symbol table:
+	// func_get_code is static, so only .symtab names it; Debian trixie's
+	// 3.13 exports the frame functions in .dynsym and nothing else), a +1
+	// cannot be told from a push by its place: count frames there too.
+	if sym == nil || !sym.Has("func_get_code") {
 		cfg.WalkEntries = 1
 	}
 	return s.objs.Pyframes.Put(uint32(0), &cfg)

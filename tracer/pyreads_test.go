@@ -356,3 +356,23 @@ func TestPyCallsForget(t *testing.T) {
 		t.Error("thread 2's entries were dropped")
 	}
 }
+
+// An event that makes no span (an accept's) still tells the builder that
+// the kernel lost the thread's events before it, as a withdrawal: else the
+// calls the thread had open stay open until a later exit of their stage
+// closes them, many steps long (seen with specprobe stopped under load).
+func TestFilterKeepsDrops(t *testing.T) {
+	accept := pyTarget(t, "accept", "    requests: {arg: b, path: reqs, id: rid}\n    accepted: {arg: r, path: \"[*]\"}\n", loader.RoleRequests, loader.RoleAccepted)
+	p := &pySession{slots: map[uint32]bool{1: true},
+		calls: &pyCalls{sites: func(int) (*loader.PyTarget, bool) { return &accept, true }, pending: map[callKey][]pendingRead{}}}
+	var got []spanbuilder.Event
+	add := p.filter(func(e *spanbuilder.Event) { got = append(got, *e) })
+	add(&spanbuilder.Event{TID: 1})
+	if len(got) != 0 {
+		t.Fatalf("an accept's entry was handed on: %+v", got)
+	}
+	add(&spanbuilder.Event{TID: 1, Dropped: 3})
+	if len(got) != 1 || got[0].Dropped != 3 || !got[0].Cancel {
+		t.Errorf("an accept's entry after lost events: %+v, want one withdrawal carrying 3 lost", got)
+	}
+}

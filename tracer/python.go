@@ -184,6 +184,12 @@ func (p *pySession) filter(add func(*spanbuilder.Event)) func(*spanbuilder.Event
 		}
 		if p.calls.handle(e) {
 			add(e)
+		} else if e.Dropped > 0 {
+			// An event that makes no span (an accept's, say) still says the
+			// kernel lost the thread's events before it: the builder must
+			// cut what the thread has open, so it goes on as a withdrawal.
+			e.Cancel = true
+			add(e)
 		}
 	}
 }

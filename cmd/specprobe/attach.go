@@ -41,6 +41,7 @@ type attachOpts struct {
 	cmdline      string
 	anyRank      bool
 	queueMemory  string
+	ringBuffer   string
 	gpu          *gpuFlags
 }
 
@@ -79,6 +80,7 @@ func (o *attachOpts) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.cudaLaunches, "cuda-launches", true, "count kernel and graph launches in the CUDA driver (false: probe its syncs only)")
 	f.StringVar(&o.cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
 	f.StringVar(&o.queueMemory, "queue-memory", DefaultQueueMemory, "bytes of spans each exporter may hold while it waits on its output, e.g. 64MiB (past them, and past 65536 spans, spans are dropped and counted, never the target slowed)")
+	f.StringVar(&o.ringBuffer, "ring-buffer", "4MiB", "the kernel's ring buffer of events, a power of 2 from 4KiB to 1GiB (locked kernel memory): a larger one loses fewer events while specprobe is descheduled or a burst comes; what is lost is counted and the calls it leaves open are cut")
 }
 
 // DefaultQueueMemory is --queue-memory's default: 65536 spans of the
@@ -87,29 +89,34 @@ func (o *attachOpts) addFlags(f *pflag.FlagSet) {
 const DefaultQueueMemory = "64MiB"
 
 // check refuses flags that cannot work, before anything is read or armed.
-func (o *attachOpts) check() (redact.Mode, int64, error) {
+func (o *attachOpts) check() (redact.Mode, int64, uint32, error) {
 	if o.pid == 0 {
-		return "", 0, fmt.Errorf("--pid is required")
+		return "", 0, 0, fmt.Errorf("--pid is required")
 	}
 	if err := checkDurations(o.duration, o.flush, o.idle, o.wait); err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	if err := o.gpu.check(); err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	mode, err := redact.ParseMode(o.cmdline)
 	if err != nil {
-		return "", 0, fmt.Errorf("--command-line: %w", err)
+		return "", 0, 0, fmt.Errorf("--command-line: %w", err)
 	}
 	queue, err := daemon.ParseSize(o.queueMemory)
 	if err != nil || queue <= 0 {
-		return "", 0, fmt.Errorf("--queue-memory %q: want a size such as 64MiB", o.queueMemory)
+		return "", 0, 0, fmt.Errorf("--queue-memory %q: want a size such as 64MiB", o.queueMemory)
 	}
-	return mode, queue, nil
+	// The kernel takes a ring of a power of 2 pages.
+	ring, err := daemon.ParseSize(o.ringBuffer)
+	if err != nil || ring < 4<<10 || ring > 1<<30 || ring&(ring-1) != 0 {
+		return "", 0, 0, fmt.Errorf("--ring-buffer %q: want a power of 2 from 4KiB to 1GiB, such as 4MiB", o.ringBuffer)
+	}
+	return mode, queue, uint32(ring), nil
 }
 
 func (o *attachOpts) run(cmd *cobra.Command) error {
-	cmdMode, queue, err := o.check()
+	cmdMode, queue, ring, err := o.check()
 	if err != nil {
 		return err
 	}
@@ -134,6 +141,7 @@ func (o *attachOpts) run(cmd *cobra.Command) error {
 		PID: o.pid, Spec: spec, SkipEndbr: !o.noSkip, NoMulti: o.noMulti, Duration: o.duration,
 		Exporters: exps, Log: os.Stderr, RequestIdle: o.idle, ImportWait: o.wait,
 		FlushTimeout: o.flush, CommandLine: cmdMode, NoCUDA: o.noCUDA, NoCUDALaunches: !o.cudaLaunches,
+		RingBytes: ring,
 	}
 	for range exps {
 		cfg.QueueBudgets = append(cfg.QueueBudgets, export.NewBudget(queue))

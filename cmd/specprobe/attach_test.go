@@ -58,12 +58,41 @@ func TestAttachQueueMemory(t *testing.T) {
 		o := &attachOpts{}
 		o.addFlags(pflag.NewFlagSet("attach", pflag.ContinueOnError))
 		o.pid, o.flush, o.cmdline, o.queueMemory = 1, time.Second, "off", tc.in
-		_, got, err := o.check()
+		_, got, _, err := o.check()
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("--queue-memory %q: %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
 		}
 		if err != nil && !strings.Contains(err.Error(), "--queue-memory") {
 			t.Errorf("--queue-memory %q: error %q does not name the flag", tc.in, err)
+		}
+	}
+}
+
+// --ring-buffer takes a power of 2 the kernel accepts, and a bad one names
+// the flag before anything is read from the target.
+func TestAttachRingBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint32
+		ok   bool
+	}{
+		{"4MiB", 4 << 20, true},
+		{"4KiB", 4 << 10, true},
+		{"1GiB", 1 << 30, true},
+		{"2KiB", 0, false},
+		{"3MiB", 0, false},
+		{"2GiB", 0, false},
+		{"lots", 0, false},
+	} {
+		o := &attachOpts{}
+		o.addFlags(pflag.NewFlagSet("attach", pflag.ContinueOnError))
+		o.pid, o.flush, o.cmdline, o.ringBuffer = 1, time.Second, "off", tc.in
+		_, _, got, err := o.check()
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("--ring-buffer %q: %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--ring-buffer") {
+			t.Errorf("--ring-buffer %q: error %q does not name the flag", tc.in, err)
 		}
 	}
 }

@@ -116,6 +116,13 @@ func checkLive(w io.Writer, pid int, file, engine string, anyRank bool) error {
 		}
 		failed += n
 	}
+	// The kernel's verifier, not a feature list, decides whether attach
+	// can load its programs here.
+	if err := loader.VerifyPrograms(); err != nil {
+		fail("%v", err)
+	} else {
+		fmt.Fprintf(w, "  ok    BPF programs: this kernel's verifier passes every program attach loads\n")
+	}
 	if failed > 0 {
 		return fmt.Errorf("PID %d: %d problem(s) with spec %s; nothing was attached", pid, failed, spec.Engine)
 	}
