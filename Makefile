@@ -11,7 +11,7 @@ BIN     := bin/specprobe
 DEMOCC  := gcc -O2 -g -fno-omit-frame-pointer -pthread -Wall -Wextra -Werror
 OUT     := out
 
-.PHONY: all build demo test trixie unit bench fuzz generate check-generated clean $(BIN)
+.PHONY: all build demo test vmtest trixie unit bench fuzz generate check-generated clean $(BIN)
 
 all: build
 
@@ -31,11 +31,22 @@ demo/specdemo-cet: demo/specdemo.c
 demo: build
 	./scripts/demo.sh $(OUT)
 
-# -p 1: the BPF tests check that no program of ours is left in the kernel,
-# which another package's tests attaching at the same time would break.
+# Every package here (-p 1: the BPF tests check that no program of ours is
+# left in the kernel, which another package's tests attaching at the same
+# time would break), then the kernel matrix in QEMU guests, then what ran
+# where (scripts/test.sh; docs/testing.md). Needs root for the BPF tests and
+# the guests; fails when the Python tests ran nowhere.
 test: build check-generated trixie
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 30m ./...
+	./scripts/test.sh
+
+# One kernel of the matrix, by hand: make vmtest KERNEL=6.1 [RUN=TestSGLangTarget]
+# (KERNEL: 5.10, 6.1, 6.12, newest; RUN: a go test -run pattern, else the
+# kernel's suite). Results in out/test/KERNEL.
+KERNEL ?= 6.1
+vmtest: build
+	./scripts/vmtest.sh $(KERNEL) '$(RUN)'
+	$(GO) run ./cmd/testreport summary -any out/test/$(KERNEL)
 
 # Debian trixie's CPython 3.13 in a chroot, one of the interpreters the Python
 # tests run on (internal/testinterp); it needs root and debootstrap, and
