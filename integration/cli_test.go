@@ -24,9 +24,13 @@ var (
 	buildErr  error
 )
 
-// specprobeBinary builds the CLI once per test run.
+// specprobeBinary builds the CLI once per test run, unless SPECPROBE_BIN
+// names one built already (scripts/vmtest.sh: linking in a guest is slow).
 func specprobeBinary(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("SPECPROBE_BIN"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "specprobe-bin")
 		if err != nil {
@@ -53,30 +57,12 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
-// cli runs specprobe with a timeout and returns its exit code and output.
+// cli runs specprobe to its end and returns its exit code and output.
 func cli(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(specprobeBinary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return code, out.String()
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("specprobe %v did not finish in 60s:\n%s", args, out.String())
-	}
-	return 0, ""
+	p := startProc(t, env, append([]string{specprobeBinary(t)}, args...)...)
+	code := p.wait(t, machineTime(60*time.Second))
+	return code, p.out.String()
 }
 
 // attachCLI starts `specprobe attach` on a parked demo, releases the demo
@@ -91,28 +77,11 @@ func attachCLI(t *testing.T, d *demo, env []string, args ...string) (int, string
 func attachCLIAs(t *testing.T, d *demo, wrapper, env []string, args ...string) (int, string) {
 	t.Helper()
 	argv := append(append(slices.Clone(wrapper), specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid)), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "attached to PID") {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("specprobe did not attach:\n%s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // polling the output, not standing in for a sync
-	}
+	p := startProc(t, env, argv...)
+	p.waitOutput(t, "attached to PID", machineTime(30*time.Second))
 	d.release(t)
-	err := cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
-	return code, out.String()
+	code := p.wait(t, machineTime(60*time.Second))
+	return code, p.out.String()
 }
 
 type syncBuffer struct {
@@ -248,32 +217,22 @@ func TestInterruptCollectorDown(t *testing.T) {
 	needRoot(t)
 	d := startDemo(t, demoBinary(t, "specdemo-cet"), "--requests", "1000000")
 	d.release(t)
-	cmd := exec.Command(specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid), "--exporter", "otlp-grpc", "--flush-timeout", "2s")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_INSECURE=true")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "attached to PID"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("specprobe did not attach:\n%s", out.String())
-		}
-	}
+	p := startProc(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_INSECURE=true"},
+		specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid), "--exporter", "otlp-grpc", "--flush-timeout", "2s")
+	p.waitOutput(t, "attached to PID", machineTime(30*time.Second))
 	time.Sleep(500 * time.Millisecond) // let spans pile up for the dead collector: this is the workload, not a sync
 	start := time.Now()
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	code := p.wait(t, machineTime(30*time.Second))
 	took := time.Since(start)
-	if err != nil {
-		t.Fatalf("exit after SIGINT with the collector down: %v (want 0)\n%s", err, out.String())
+	if code != 0 {
+		t.Fatalf("exit %d after SIGINT with the collector down, want 0:\n%s", code, p.out.String())
 	}
 	if took > 2*time.Second+1500*time.Millisecond {
 		t.Errorf("took %s to exit, want the 2s flush timeout and little more", took)
 	}
-	if !strings.Contains(out.String(), "flush timeout counts as dropped") || strings.Contains(out.String(), " 0 dropped (queue full or flush timeout), 0 failed") {
-		t.Errorf("undelivered spans not counted:\n%s", out.String())
+	if !strings.Contains(p.out.String(), "flush timeout counts as dropped") || strings.Contains(p.out.String(), " 0 dropped (queue full or flush timeout), 0 failed") {
+		t.Errorf("undelivered spans not counted:\n%s", p.out.String())
 	}
 	t.Logf("exit 0 %s after SIGINT", took.Round(time.Millisecond))
 	assertNoProbesLeft(t)
@@ -286,24 +245,14 @@ func TestSignalsDetach(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			d := startDemo(t, demoBinary(t, "specdemo-cet"), "--requests", "1000000")
 			d.release(t)
-			cmd := exec.Command(specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid))
-			out := &syncBuffer{}
-			cmd.Stdout, cmd.Stderr = out, out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+			p := startProc(t, nil, specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid))
+			p.waitOutput(t, "attached to PID", machineTime(30*time.Second))
+			_ = p.cmd.Process.Signal(sig)
+			if code := p.wait(t, machineTime(30*time.Second)); code != 0 {
+				t.Fatalf("specprobe after %s: exit %d, want 0:\n%s", sig, code, p.out.String())
 			}
-			for !strings.Contains(out.String(), "attached to PID") {
-				if cmd.ProcessState != nil {
-					t.Fatalf("specprobe ended early:\n%s", out.String())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			_ = cmd.Process.Signal(sig)
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("specprobe after %s: %v\n%s", sig, err, out.String())
-			}
-			if !strings.Contains(out.String(), "detached (interrupted)") {
-				t.Errorf("no detach message:\n%s", out.String())
+			if !strings.Contains(p.out.String(), "detached (interrupted)") {
+				t.Errorf("no detach message:\n%s", p.out.String())
 			}
 			assertNoProbesLeft(t)
 			if err := syscall.Kill(d.cmd.Process.Pid, 0); err != nil {

@@ -137,7 +137,8 @@ func compareCUDA(t *testing.T, truth []cudaTruth, spans []sdktrace.ReadOnlySpan,
 				c.Stage, i, c.RID, u.launches, u.graphs, u.syncs, c.Launches, c.Graphs, c.Syncs)
 		}
 		diff := c.SyncNs - u.syncNs
-		if diff < -1000 || diff > 2_000_000 {
+		// The target's own timing holds its Python (ctypes) around the sync.
+		if diff < -1000 || diff > int64(machineTime(2*time.Millisecond)) {
 			t.Errorf("%s call %d of %s: span blocked %dns, the target timed %dns", c.Stage, i, c.RID, u.syncNs, c.SyncNs)
 		}
 		if c.Syncs > 0 {

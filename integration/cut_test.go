@@ -19,6 +19,8 @@ import (
 
 	"github.com/specprobe/specprobe/export"
 	"github.com/specprobe/specprobe/export/otlptest"
+	"github.com/specprobe/specprobe/internal/testinterp"
+	"github.com/specprobe/specprobe/probes"
 	"github.com/specprobe/specprobe/spanschema"
 	"github.com/specprobe/specprobe/tracer"
 )
@@ -155,24 +157,97 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// TestAttachWhileServing attaches to the busy demo again and again, for
-// about a second each: a call in progress at attach or detach must never
-// make a step swallow others, so every stage span names a request its call
-// served, and each session detaches within its flush timeout.
-func TestAttachWhileServing(t *testing.T) {
+// serving is a busy target the cut tests trace: started parked, set going
+// by release, stopped cleanly by stop, its calls read back from its log.
+type serving struct {
+	pid     int
+	spec    *probes.Spec
+	release func()
+	stop    func()
+	truth   func() []truthCall
+	args    []string // attach's flags for it
+	// busy: some call is open on some thread at every moment (the demo's 8
+	// threads), so lost events always cut one; a single-threaded Python
+	// target can lose whole calls between two of its steps.
+	busy bool
+}
+
+// demoServing is the native demo with threads busy threads.
+func demoServing(t *testing.T, threads int) *serving {
 	needRoot(t)
-	d := startDemo(t, demoBinary(t, "specdemo-cet"), "--threads", "4", "--requests", "1000000")
+	d := startDemo(t, demoBinary(t, "specdemo-cet"), "--threads", itoa(threads), "--requests", "1000000")
+	return &serving{
+		pid: d.cmd.Process.Pid, spec: demoSpec(t), release: func() { d.release(t) },
+		stop: func() {
+			if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			waitExit(t, d, 0)
+		},
+		truth: func() []truthCall { return readTruth(t, d.log) },
+		busy:  true,
+	}
+}
+
+// sglangServing is the SGLang mirror at batch 64 (requests that last
+// thousands of steps, so it is busy for as long as a test needs) on
+// pyenv's 3.12.
+func sglangServing(t *testing.T) *serving {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	cmd, log := startPyTarget(t, script, testinterp.Py312, "--requests", "2000", "--max-batch", "64",
+		"--max-new-tokens", "20000", "--work-scale", "0.05", "--noise-calls", "200")
+	return &serving{
+		pid: cmd.Process.Pid, spec: spec, release: func() { _ = cmd.Process.Signal(syscall.SIGUSR1) },
+		stop: func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if code := exitCode(t, cmd); code != 0 {
+				t.Fatalf("the SGLang target exited with %d", code)
+			}
+		},
+		truth: func() []truthCall { return pyServed(t, log) },
+		// A ring small enough that the guests' slower target fills it in
+		// the stop too.
+		args: []string{"--engine", "sglang", "--ring-buffer", "256KiB"},
+	}
+}
+
+// pyServed is a pytargets log's stage calls (accept lines and prefill draft
+// extends aside: the spec traces neither as a stage span), as checkServed
+// reads them.
+func pyServed(t *testing.T, log string) []truthCall {
+	var out []truthCall
+	for _, l := range readJSONL[pyTruth](t, log) {
+		if l.Stage == "" || l.Stage == spanschema.Accept || l.Mode == "prefill" {
+			continue
+		}
+		out = append(out, truthCall{Stage: l.Stage, TID: l.TID, StartNs: l.StartNs, EndNs: l.EndNs, RIDs: l.RIDs})
+	}
+	return out
+}
+
+// TestAttachWhileServing attaches to a busy target again and again, for 700
+// ms each: a call in progress at attach or detach must never make a step
+// swallow others, so every stage span names a request its call served, no
+// call is cut by a missed exit it did not have, and each session detaches
+// within its flush timeout. The native demo 20 times, the SGLang mirror at
+// batch 64 50 times.
+func TestAttachWhileServing(t *testing.T) {
+	t.Run("native", func(t *testing.T) { attachWhileServing(t, demoServing(t, 4), 20) })
+	t.Run("sglang/3.12", func(t *testing.T) { attachWhileServing(t, sglangServing(t), 50) })
+}
+
+func attachWhileServing(t *testing.T, s *serving, attaches int) {
 	var all [][]stageSpan
 	var unmatched, cutMissed, cutDropped, drops uint64
-	const attaches, each = 20, 700 * time.Millisecond
+	const each = 700 * time.Millisecond
 	for i := 0; i < attaches; i++ {
 		release := func() {}
 		if i == 0 {
-			release = func() { d.release(t) }
+			release = s.release
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), machineTime(30*time.Second))
 		began := time.Now()
-		res, spans := traceRun(t, ctx, tracer.Config{PID: d.cmd.Process.Pid, Spec: demoSpec(t), SkipEndbr: true, Duration: each}, release)
+		res, spans := traceRun(t, ctx, tracer.Config{PID: s.pid, Spec: s.spec, SkipEndbr: true, Duration: each}, release)
 		took := time.Since(began)
 		cancel()
 		if res.TargetExited {
@@ -180,7 +255,7 @@ func TestAttachWhileServing(t *testing.T) {
 		}
 		// Attaching (loading and arming) takes part of a second; the rest
 		// is the duration, then at most the flush timeout.
-		if limit := each + tracer.DefaultFlushTimeout + 2*time.Second; took > limit {
+		if limit := each + tracer.DefaultFlushTimeout + machineTime(2*time.Second); took > limit {
 			t.Errorf("attach %d took %s, want under %s", i, took.Round(time.Millisecond), limit)
 		}
 		all = append(all, sdkStageSpans(spans))
@@ -190,11 +265,8 @@ func TestAttachWhileServing(t *testing.T) {
 		drops += res.Drops
 	}
 	assertNoProbesLeft(t)
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	waitExit(t, d, 0)
-	truth := readTruth(t, d.log)
+	s.stop()
+	truth := s.truth()
 	n := 0
 	for i, spans := range all {
 		checkServed(t, fmt.Sprintf("attach %d (detach)", i), spans, truth)
@@ -205,49 +277,55 @@ func TestAttachWhileServing(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no stage span in any attach")
 	}
-	// Exit probes are armed first: a call begun while the probes are
-	// being armed shows an exit without an entry, never an entry whose
-	// exit does not come. Without kernel drops, nothing is cut.
+	// Exit probes are armed first (natively; a Python call's pop and push
+	// are the same watchpoint): a call begun while the probes are being
+	// armed shows an exit without an entry, never an entry whose exit
+	// does not come. Without kernel drops, nothing is cut.
 	if drops == 0 && cutMissed+cutDropped != 0 {
 		t.Errorf("%d calls cut without any kernel drop: an entry was seen whose exit was not", cutMissed+cutDropped)
 	}
 }
 
-// TestStoppedTracerDrops stops specprobe (SIGSTOP) while a busy demo fills
+// TestStoppedTracerDrops stops specprobe (SIGSTOP) while a busy target fills
 // its ring buffer: the kernel drops events, the calls they leave without an
 // exit are cut and counted per thread, every span still names a request its
-// call served, and the output stays within what the log explains.
+// call served, every call logged from a second after SIGCONT has its spans,
+// and the output stays within what the log explains. The native demo with 8
+// threads stopped 4 s; the SGLang mirror at batch 64 stopped 15 s.
 func TestStoppedTracerDrops(t *testing.T) {
-	needRoot(t)
-	d := startDemo(t, demoBinary(t, "specdemo-cet"), "--threads", "8", "--requests", "1000000")
+	t.Run("native", func(t *testing.T) { stoppedTracerDrops(t, demoServing(t, 8), 4*time.Second) })
+	t.Run("sglang/3.12", func(t *testing.T) { stoppedTracerDrops(t, sglangServing(t), 15*time.Second) })
+}
+
+func stoppedTracerDrops(t *testing.T, s *serving, stop time.Duration) {
 	out := filepath.Join(t.TempDir(), "spans.jsonl")
-	cmd := exec.Command(specprobeBinary(t), "attach", "--pid", itoa(d.cmd.Process.Pid), "--quiet", "--exporter", "otlp-file="+out)
+	cmd := exec.Command(specprobeBinary(t), append([]string{"attach", "--pid", itoa(s.pid), "--quiet", "--exporter", "otlp-file=" + out}, s.args...)...)
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(machineTime(30 * time.Second))
 	for !strings.Contains(log.String(), "attached to PID") {
 		if time.Now().After(deadline) {
 			t.Fatalf("specprobe did not attach:\n%s", log.String())
 		}
 		time.Sleep(10 * time.Millisecond) // polling the output, not standing in for a sync
 	}
-	d.release(t)
+	s.release()
 	// The scenario's own timing: trace a while, stop specprobe long enough
-	// for eight busy threads to fill the 4 MiB ring, then let it go on.
+	// for the busy target to fill the 4 MiB ring, then let it go on.
 	time.Sleep(time.Second)
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second)
+	time.Sleep(stop)
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(machineTime(2500 * time.Millisecond))
 	stopped := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -257,13 +335,10 @@ func TestStoppedTracerDrops(t *testing.T) {
 	if err != nil {
 		t.Fatalf("specprobe: %v\n%s", err, log.String())
 	}
-	if took > tracer.DefaultFlushTimeout+2*time.Second {
-		t.Errorf("specprobe took %s to detach after SIGINT (flush timeout %s)", took.Round(time.Millisecond), tracer.DefaultFlushTimeout)
+	if limit := tracer.DefaultFlushTimeout + machineTime(2*time.Second); took > limit {
+		t.Errorf("specprobe took %s to detach after SIGINT, want under %s", took.Round(time.Millisecond), limit)
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	waitExit(t, d, 0)
+	s.stop()
 	summary := log.String()
 	drops := summaryCount(t, summary, `kernel drops (\d+)`)
 	if drops == 0 {
@@ -273,7 +348,7 @@ func TestStoppedTracerDrops(t *testing.T) {
 		t.Errorf("the summary does not name the threads that lost events:\n%s", summary)
 	}
 	cutDropped := summaryCount(t, summary, `(\d+) on threads whose events the kernel lost`)
-	truth := readTruth(t, d.log)
+	truth := s.truth()
 	spans := fileStageSpans(t, out)
 	cut := checkServed(t, "stopped (detach)", spans, truth)
 	pairs := 0
@@ -288,7 +363,7 @@ func TestStoppedTracerDrops(t *testing.T) {
 	// A second after specprobe went on, the backlog is read and every step
 	// is the target's again: each (call, request) the log has then has
 	// its span.
-	from, to := resumed.Add(time.Second).UnixNano(), stopped.Add(-500*time.Millisecond).UnixNano()
+	from, to := resumed.Add(machineTime(time.Second)).UnixNano(), stopped.Add(-500*time.Millisecond).UnixNano()
 	missing, window := spansMissing(spans, truth, from, to)
 	if window == 0 {
 		t.Errorf("no stage call in the window after specprobe went on")
@@ -300,7 +375,7 @@ func TestStoppedTracerDrops(t *testing.T) {
 	st, _ := os.Stat(out)
 	t.Logf("kernel drops %d, calls cut by drops %d, cut spans %d, stage spans %d of %d logged pairs (all %d from a second after SIGCONT), output %d bytes, detach %s",
 		drops, cutDropped, cut, len(spans), pairs, window, st.Size(), took.Round(time.Millisecond))
-	if cutDropped == 0 {
+	if cutDropped == 0 && s.busy {
 		t.Errorf("kernel drops but no call cut by them:\n%s", summary)
 	}
 	for _, l := range strings.Split(summary, "\n") {

@@ -168,7 +168,7 @@ func stalledCollector(t *testing.T, exporter string) {
 	d := startDaemonAs(t, nil, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + blackhole(t), "OTEL_EXPORTER_OTLP_INSECURE=true"},
 		"--exporter", exporter, "--engine", "demo", "--metrics-exporter", "none", "--metrics-listen", metricsAddr,
 		"--memory-limit", "96MiB", "--max-processes", "8", "--flush-timeout", "2s")
-	own := &daemonCLI{cmd: d.cmd, out: d.out, base: "http://" + metricsAddr}
+	own := &daemonCLI{proc: d.proc, base: "http://" + metricsAddr}
 	rss := watchRSS(t, d.cmd.Process.Pid)
 	demos := busyTargets(t, d, targets, "1000000")
 	stopClients := askAll(d, clients)

@@ -126,8 +126,8 @@ func TestHostileNode(t *testing.T) {
 	if n := unhealthy.Load(); n > 0 {
 		t.Errorf("/healthz failed %d times during the attacks", n)
 	}
-	if d.cmd.ProcessState != nil || cg.oomKills() > 0 {
-		t.Fatalf("daemon died (%v, %d OOM kills):\n%s", d.cmd.ProcessState, cg.oomKills(), d.out.String())
+	if d.exited() || cg.oomKills() > 0 {
+		t.Fatalf("daemon died (exited %v, %d OOM kills):\n%s", d.exited(), cg.oomKills(), d.out.String())
 	}
 	peak := cg.peak()
 	t.Logf("daemon memory peak %d MiB of its %d MiB limit", peak>>20, limit>>20)
@@ -377,8 +377,8 @@ func (d *daemonCLI) realTargetAttaches(t *testing.T) {
 	}
 	lag := time.Since(start)
 	t.Logf("real target attached %s after it started", lag.Round(time.Millisecond))
-	if lag > time.Second {
-		t.Errorf("real target attached %s after it started, want within 1s", lag)
+	if lag > machineTime(time.Second) {
+		t.Errorf("real target attached %s after it started, want within %s", lag, machineTime(time.Second))
 	}
 	target.release(t)
 	waitExit(t, target, 0)

@@ -10,11 +10,25 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/specprobe/specprobe/bpf"
 )
 
-// ourPrograms are the names of bpf/stage.c's programs as the kernel keeps them
+// ourPrograms are the names of bpf/'s programs as the kernel keeps them
 // (truncated to 15 characters).
-var ourPrograms = []string{"stage_entry_mul", "stage_exit_mult", "stage_entry", "stage_exit", "bare", "bare_multi", "watch_hit", "watch_bare", "on_exec"}
+func ourPrograms(t *testing.T) map[string]bool {
+	names := map[string]bool{}
+	for _, load := range []func() (*ebpf.CollectionSpec, error){bpf.LoadStage, bpf.LoadExec} {
+		spec, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range spec.Programs {
+			names[n[:min(len(n), 15)]] = true
+		}
+	}
+	return names
+}
 
 // assertNoProbesLeft walks every BPF program and link in the kernel and fails
 // if one of ours is still there, so a detach that leaks is caught.
@@ -40,6 +54,7 @@ func assertNoProbesLeft(t *testing.T) {
 
 func leftPrograms(t *testing.T) []string {
 	var left []string
+	ours := ourPrograms(t)
 	var id ebpf.ProgramID
 	for {
 		next, err := ebpf.ProgramGetNextID(id)
@@ -59,10 +74,8 @@ func leftPrograms(t *testing.T) []string {
 		if err != nil {
 			continue
 		}
-		for _, n := range ourPrograms {
-			if info.Name == n {
-				left = append(left, fmt.Sprintf("%s (id %d)", info.Name, id))
-			}
+		if ours[info.Name] {
+			left = append(left, fmt.Sprintf("%s (id %d)", info.Name, id))
 		}
 	}
 	return left

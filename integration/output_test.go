@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // nobody plants the links of TestOutputSymlink.
@@ -160,9 +161,9 @@ func TestDaemonOutputWriteError(t *testing.T) {
 		t.Errorf("no failed span counted on /metrics")
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	err = d.cmd.Wait()
+	code := d.wait(t, machineTime(30*time.Second))
 	out := d.out.String()
-	if err == nil {
+	if code == 0 {
 		t.Errorf("daemon exit 0 after failing to write its output:\n%s", out)
 	}
 	if want := "spans not written: write " + path + ": file too large"; !strings.Contains(out, want) {

@@ -141,6 +141,29 @@ func TestSGLangCaveats(t *testing.T) {
 	}
 }
 
+// TestRealWorldLoop: the SGLang mirror with what code around real engines
+// does to its stages (pytargets' --real-world: a log record formatted with
+// %(funcName)s and a warning with stacklevel inside each stage, an exception
+// caught there, inspect.signature and __code__ of the stages between steps),
+// traced on every interpreter: calls, requests and accepted counts equal its
+// log, no call more, none less. From 3.12, frames kept past their return
+// too: a watchdog thread taking sys._current_frames() and every stack each 2
+// ms (--watchdog), kept tracebacks and frames (--hold-frame). On 3.10 and
+// 3.11 a call whose frame outlives it writes nothing a watchpoint sees at its
+// return (docs/python-notes.md): not yet handled there.
+func TestRealWorldLoop(t *testing.T) {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, in := range testinterp.All {
+		t.Run(in.Name, func(t *testing.T) {
+			args := []string{"--real-world"}
+			if in.Minor >= 12 {
+				args = append(args, "--watchdog", "--hold-frame")
+			}
+			sglangRun(t, spec, script, in.Path, args...)
+		})
+	}
+}
+
 // TestSGLangCodeReplaced: the verify method is replaced by a function on a
 // new code object mid-run (what a module reload or a monkey-patch does);
 // the old code object is freed and specprobe follows the stage to the new
@@ -472,13 +495,18 @@ func detect(t *testing.T, catalog []*probes.Spec, pid int) (*probes.Spec, error)
 func pyTarget(t *testing.T, engine, script string) (*probes.Spec, string) {
 	t.Helper()
 	needWatchpoints(t)
-	return pySpec(t, engine, script)
+	return catalogScript(t, engine, script)
 }
 
 // pySpec is pyTarget for a test that arms nothing (drift is refused first).
 func pySpec(t *testing.T, engine, script string) (*probes.Spec, string) {
 	t.Helper()
 	needRoot(t)
+	return catalogScript(t, engine, script)
+}
+
+func catalogScript(t *testing.T, engine, script string) (*probes.Spec, string) {
+	t.Helper()
 	spec, err := probes.Lookup(engine)
 	if err != nil {
 		t.Fatal(err)

@@ -58,6 +58,11 @@ def add_common_args(p):
                    help="keep frames/tracebacks of some stage calls alive for a while (caveat test)")
     p.add_argument("--read-code", action="store_true",
                    help="read the verify method's __code__ in the loop each step (caveat test)")
+    p.add_argument("--real-world", action="store_true",
+                   help="what code around real engines does to a stage: logging with funcName, warnings,"
+                        " caught exceptions and inspect.signature of the stages (_realworld.py; SGLang EAGLE V2)")
+    p.add_argument("--watchdog", action="store_true",
+                   help="with --real-world: a thread reading every stack every 2 ms (sys._current_frames)")
     p.add_argument("--noise-calls", type=int, default=20000,
                    help="unrelated small Python calls per step (default 20000)")
     p.add_argument("--work-scale", type=float, default=1.0,
@@ -80,6 +85,9 @@ def start(args, banner, engine):
     import _workload
     _workload.SCALE = args.work_scale
     _faults.HOLD_FRAMES = args.hold_frame
+    if args.real_world:
+        import _realworld
+        _realworld.enable(args.watchdog)
     stopper = Stopper()
     if args.wait_signal:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT})

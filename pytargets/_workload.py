@@ -5,6 +5,7 @@ by sleeping), so a stage takes a few hundred microseconds to a few milliseconds 
 machines. Nothing here is a probe point.
 """
 import hashlib
+import os
 
 _BLOCK = bytes(range(256)) * 64  # 16 KiB
 
@@ -28,9 +29,15 @@ def digest(seed, blocks):
 # brings the test targets' stages closer to that.
 SCALE = 1.0
 
+# SPECPROBE_WORK_SCALE: the test guests (scripts/vmtest.sh) run Python about 18 times slower
+# than the host; they scale the stages' work and the calls between them down by as much, so
+# that a stage lasts about as long there as here.
+MACHINE_SCALE = float(os.environ.get("SPECPROBE_WORK_SCALE", "1"))
+
 
 def stage_work(seed, iters, blocks=2):
-    return spin(seed, int(iters * SCALE)) ^ digest(seed & 0xFFFFFFFF, max(1, int(blocks * SCALE)))
+    scale = SCALE * MACHINE_SCALE
+    return spin(seed, int(iters * scale)) ^ digest(seed & 0xFFFFFFFF, max(1, int(blocks * scale)))
 
 
 def _tiny(x):
@@ -51,6 +58,7 @@ class _Counter:
 def unrelated_calls(n):
     """n small Python function/method calls, none of them a stage: a tracer that traps on
     every call (instead of on the watched code objects) makes these visibly slow."""
+    n = int(n * MACHINE_SCALE)
     c = _Counter()
     acc = 0
     half = n // 2

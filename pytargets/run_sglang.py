@@ -12,6 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _entry  # noqa: E402
+import _realworld  # noqa: E402
 
 # --worker -> (algorithm, extra ServerArgs) for today's shape; the autumn-2026 shape has the
 # first five, with its own algorithm names.
@@ -115,7 +116,7 @@ def main(argv=None):
 
     stopper, log = _entry.start(args, "run_sglang", "sglang")
     on_iteration = None
-    if args.replace_code or args.read_code:
+    if args.replace_code or args.read_code or args.real_world:
         from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
     if args.replace_code:
         iterations = [0]
@@ -140,6 +141,14 @@ def main(argv=None):
                 n += EAGLEWorkerV2.verify.__code__.co_argcount
             log.event("read_code", step=sched.forward_ct, count=3, method="EAGLEWorkerV2.verify")
 
+    if args.real_world:
+        from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker
+        then = on_iteration
+
+        def on_iteration(sched):
+            _realworld.around([EagleDraftWorker.draft, EAGLEWorkerV2.verify])
+            if then:
+                then(sched)
     sched = Scheduler(server_args, worker, args.requests, should_stop=stopper,
                       on_iteration=on_iteration)
     t0 = time.monotonic()
@@ -154,6 +163,7 @@ def main(argv=None):
         "wall_s": round(wall, 3),
         "verify_complete_calls": getattr(worker, "verify_complete_calls", 0),
         "correct_drafts": getattr(worker, "total_correct_drafts", 0),
+        **({"real_world": dict(_realworld.COUNTS)} if args.real_world else {}),
     })
     return 0
 

@@ -34,7 +34,10 @@ def main():
     with open(sys.argv[2], "w") as out:
         for i in range(calls):
             log = {"stage": "verify", "rid": "py-%d" % i}
-            stage(Req(log["rid"]), 1 + i % 4, log)
+            # A request the caller keeps, as servers do (a temporary is freed
+            # before the call's pop: TestTemporaryArgument).
+            req = Req(log["rid"])
+            stage(req, 1 + i % 4, log)
             # Outside the stage: a copy that waits for nothing queued.
             cuda.cuMemcpyDtoH_v2(ctypes.create_string_buffer(8), ctypes.c_uint64(0), ctypes.c_size_t(8))
             out.write(json.dumps(log) + "\n")

@@ -7,11 +7,12 @@ grammar_barrier=None, pp_proxy_tensors=None), verify(self, batch, pp_proxy_tenso
 eagle_worker_common.run_eagle_verify). Every argument is the ScheduleBatch.
 
 Test-only additions: the ground truth (eagle_worker_common.spec_v2_forward) and the
-fault/caveat hooks (_faults)."""
+fault/caveat hooks (_faults, and _realworld: what code around an engine does to its stages)."""
 import random
 import sys
 
 import _faults
+import _realworld
 from _workload import stage_work
 from sglang.srt.runtime_context import get_parallel
 from sglang.srt.managers.tp_worker import TpModelWorker  # noqa: F401  (as the real module)
@@ -44,6 +45,7 @@ class EagleDraftWorker(EagleDraftWorkerBase):
         self.shares_lm_head = True
 
     def draft(self, batch, *, with_topology=False):
+        _realworld.inside("EagleDraftWorker.draft")
         if _faults.want_hold("EagleDraftWorker.draft"):
             try:
                 raise _faults.HeldFrame()
@@ -105,6 +107,7 @@ class EAGLEWorkerV2(BaseSpecWorker):
 
     def verify(self, batch, pp_proxy_tensors=None, grammar_barrier=None):
         bs = len(batch.reqs)  # the fault hooks' closures take bs: batch stays a plain local, as upstream
+        _realworld.inside("EAGLEWorkerV2.verify")
         _faults.verify_entered(lambda: stage_work(bs, 5000))
         _faults.verify_may_raise(lambda: stage_work(bs, 2500))
         if _faults.want_hold("EAGLEWorkerV2.verify"):
