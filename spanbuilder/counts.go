@@ -1,9 +1,6 @@
 package spanbuilder
 
-import (
-	"slices"
-	"time"
-)
+import "slices"
 
 // CountMatcher decides which verify each accepted-count read belongs to.
 //
@@ -84,8 +81,8 @@ func (m *CountMatcher) thread(tid uint32) *countThread {
 
 // Verify records a verify that will get counts; rids nil when its requests
 // are unknown.
-func (m *CountMatcher) Verify(key VerifyKey, rids []string, now time.Time) {
-	m.late.Expect(key, len(rids), now)
+func (m *CountMatcher) Verify(key VerifyKey, rids []string) {
+	m.late.Expect(key, len(rids))
 	m.Traced(key, rids)
 }
 

@@ -16,11 +16,13 @@ import (
 type LateAccept struct {
 	next    Sink
 	waiting map[VerifyKey]*lateVerify
-	// Steps waiting longer than this for their counts go on without them.
+	// Steps whose counts have not come this long after their verify, in
+	// the target's time, go on without them.
 	GiveUpAfter time.Duration
 	Matched     uint64 // verifies that got their count
 	Unmatched   uint64 // verifies that went on without one
 	Drafts      int64  // sum of the counts matched: drafts accepted
+	GaveUp      uint64 // verifies let go by Expire: their counts had not come
 }
 
 // VerifyKey names one verify call: its thread and when it returned.
@@ -34,18 +36,22 @@ type lateVerify struct {
 	counts map[string]int64
 	closed bool // every count that will come has come
 	steps  int  // steps still expected (one per request)
-	since  time.Time
 }
+
+// DefaultGiveUpAfter is LateAccept's GiveUpAfter: far past the time an
+// engine takes from a verify to reading its counts (SGLang's overlap: the
+// next step's verify; vLLM: the scheduler's update after the step).
+const DefaultGiveUpAfter = 2 * time.Second
 
 // NewLateAccept returns a LateAccept in front of next.
 func NewLateAccept(next Sink) *LateAccept {
-	return &LateAccept{next: next, waiting: map[VerifyKey]*lateVerify{}, GiveUpAfter: 2 * time.Second}
+	return &LateAccept{next: next, waiting: map[VerifyKey]*lateVerify{}, GiveUpAfter: DefaultGiveUpAfter}
 }
 
 // Expect says the verify key, serving n requests, will get counts: its
 // steps wait for them.
-func (l *LateAccept) Expect(key VerifyKey, n int, now time.Time) {
-	l.waiting[key] = &lateVerify{counts: map[string]int64{}, steps: n, since: now}
+func (l *LateAccept) Expect(key VerifyKey, n int) {
+	l.waiting[key] = &lateVerify{counts: map[string]int64{}, steps: n}
 }
 
 // noCount stands in a request's counts for a verify without drafts.
@@ -131,10 +137,17 @@ func lastVerify(calls []Call) int {
 	return -1
 }
 
-// Expire lets go of what waited too long for its counts.
-func (l *LateAccept) Expire(now time.Time) {
-	for key, v := range l.waiting {
-		if now.Sub(v.since) >= l.GiveUpAfter {
+// Expire lets go of the verifies that ended GiveUpAfter or more before
+// readTo: the boot time up to which the events of every process whose
+// reads of counts could be for them have been read. Measured on the
+// target's clock, not on the time specprobe handled the verify, so a reader
+// that falls behind (one process's ring buffer read later than another's,
+// specprobe starved of CPU) does not make counts look late that are only
+// still unread.
+func (l *LateAccept) Expire(readTo uint64) {
+	for key := range l.waiting {
+		if readTo >= key.End && readTo-key.End >= uint64(l.GiveUpAfter) {
+			l.GaveUp++
 			l.Close(key)
 			delete(l.waiting, key)
 		}

@@ -60,6 +60,10 @@ type PyStats struct {
 	// Accepted counts: verifies that got theirs, and that went without.
 	Matched, Unmatched uint64
 	AcceptedDrafts     int64 // over the matched verifies
+	// Why verifies went without: calls whose counts had not come
+	// GiveUpAfter after them, and times the matching started over (a
+	// verify or a read of counts lost).
+	GaveUp, Restarts uint64
 	LastError          string
 	// Code objects followed to their replacement (reload, reassignment).
 	Replaced int
@@ -200,7 +204,7 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 // ownCounts puts a verify's own counts (the list it returned, say) on it.
 func (p *pyCalls) ownCounts(t *loader.PyTarget, e *spanbuilder.Event, read *loader.PyCallRead) {
 	key := spanbuilder.VerifyKey{TID: e.TID, End: e.BootNs}
-	p.late.Expect(key, len(e.Requests), time.Now())
+	p.late.Expect(key, len(e.Requests))
 	defer p.late.Close(key)
 	rids, counts, err := p.acceptCounts(t, read)
 	if err != nil {
@@ -229,7 +233,7 @@ func (p *pyCalls) served(t *loader.PyTarget, e *spanbuilder.Event, good bool) {
 		if good {
 			rids = e.Requests
 		}
-		p.match.Verify(spanbuilder.VerifyKey{TID: e.TID, End: e.BootNs}, rids, time.Now())
+		p.match.Verify(spanbuilder.VerifyKey{TID: e.TID, End: e.BootNs}, rids)
 	}
 }
 

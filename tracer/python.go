@@ -231,7 +231,7 @@ func (p *pySession) stats() *PyStats {
 
 // pyStats adds up the Python side of every process, with the counts
 // matched; nil without Python stages.
-func pyStats(procs []*procTrace, late *spanbuilder.LateAccept) *PyStats {
+func pyStats(procs []*procTrace, late *spanbuilder.LateAccept, match *spanbuilder.CountMatcher) *PyStats {
 	var out *PyStats
 	for _, pt := range procs {
 		st := pt.py.stats()
@@ -245,6 +245,10 @@ func pyStats(procs []*procTrace, late *spanbuilder.LateAccept) *PyStats {
 	}
 	if out != nil && late != nil {
 		out.Matched, out.Unmatched, out.AcceptedDrafts = late.Matched, late.Unmatched, late.Drafts
+		out.GaveUp = late.GaveUp
+	}
+	if out != nil && match != nil {
+		out.Restarts = match.Reset
 	}
 	return out
 }

@@ -28,6 +28,7 @@ type procTrace struct {
 	cuda    *loader.CUDATarget // nil: not probed
 	base    int                // its first site among the builder's
 	swept   time.Time          // when every thread it knows was last checked for exit
+	readTo  uint64             // boot ns before which its every event has been read
 }
 
 // sweepEvery is how often every thread a process's state is kept for is
@@ -133,7 +134,7 @@ func (p *procTrace) label() string {
 // itself where one process runs the verifies and the accepts
 // (directCounts), through orderedCounts where they run in different ones.
 type counter interface {
-	Verify(key spanbuilder.VerifyKey, rids []string, now time.Time)
+	Verify(key spanbuilder.VerifyKey, rids []string)
 	Counts(tid uint32, at uint64, rids []string, counts []int64)
 	Unreadable(tid uint32, at uint64)
 	LostOn(tid uint32, at uint64)
@@ -142,8 +143,8 @@ type counter interface {
 
 type directCounts struct{ m *spanbuilder.CountMatcher }
 
-func (d directCounts) Verify(key spanbuilder.VerifyKey, rids []string, now time.Time) {
-	d.m.Verify(key, rids, now)
+func (d directCounts) Verify(key spanbuilder.VerifyKey, rids []string) {
+	d.m.Verify(key, rids)
 }
 func (d directCounts) Counts(tid uint32, _ uint64, rids []string, counts []int64) {
 	d.m.Counts(tid, rids, counts)
@@ -165,8 +166,8 @@ type orderedCounts struct {
 	late  *spanbuilder.LateAccept
 }
 
-func (o orderedCounts) Verify(key spanbuilder.VerifyKey, rids []string, now time.Time) {
-	o.late.Expect(key, len(rids), now)
+func (o orderedCounts) Verify(key spanbuilder.VerifyKey, rids []string) {
+	o.late.Expect(key, len(rids))
 	o.merge.Add(o.src, key.End, func() { o.match.Traced(key, rids) })
 }
 func (o orderedCounts) Counts(tid uint32, at uint64, rids []string, counts []int64) {

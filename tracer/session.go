@@ -31,6 +31,7 @@ type session struct {
 	labels  map[uint32]*threadLabels
 	builder *spanbuilder.Builder
 	late    *spanbuilder.LateAccept
+	match   *spanbuilder.CountMatcher
 
 	refusal  *refusal
 	checkers []*checkedAdd
@@ -150,7 +151,7 @@ func (s *session) buildSink() {
 // matching, value checks, the multi-process merge, the Python readers.
 func (s *session) wire() {
 	next, late, match := countMatching(s.procs, s.sink)
-	s.late = late
+	s.late, s.match = late, match
 	var sites []spanbuilder.Site
 	for _, p := range s.procs {
 		p.base = len(sites)
@@ -260,9 +261,10 @@ func (s *session) tick(i int) {
 	s.labels[uint32(p.pid)].see(open)
 	dead := deadThreads(p.pid, p.checked(open, b))
 	p.sess.Drain(s.adds[i])
+	p.readTo = marked(spanbuilder.BootNow())
 	s.checkers[i].tick(time.Now())
 	if s.merge != nil {
-		s.merge.Mark(i, marked(spanbuilder.BootNow()))
+		s.merge.Mark(i, p.readTo)
 	}
 	for _, tid := range dead {
 		at := spanbuilder.BootNow()
@@ -274,7 +276,7 @@ func (s *session) tick(i int) {
 	if now := time.Now(); now.Sub(s.lastTick) >= 100*time.Millisecond || len(s.procs) == 1 {
 		s.lastTick = now
 		if s.late != nil {
-			s.late.Expire(now)
+			s.late.Expire(s.readTo())
 		}
 		s.sink.Expire(now)
 		s.gpus.tick(s.sink, now)
@@ -285,6 +287,16 @@ func (s *session) tick(i int) {
 			s.cfg.Progress(Progress{Events: n, Drops: drops, Export: exportStats(s.cfg, s.exps)})
 		}
 	}
+}
+
+// readTo is the boot time before which every process's events have been
+// read (and, merged, handed on): counts that came by then have been matched.
+func (s *session) readTo() uint64 {
+	t := s.procs[0].readTo
+	for _, p := range s.procs[1:] {
+		t = min(t, p.readTo)
+	}
+	return t
 }
 
 // finish detaches, closes what is still open with the reason the session
@@ -315,7 +327,7 @@ func (s *session) finish(ctx context.Context, exitedPID int, runErr error) (*Res
 	s.gpus.tick(s.sink, time.Now().Add(time.Minute)) // every closed window, the counters so far
 	s.sink.Close()
 	s.live.clear()
-	res.Python = pyStats(s.procs, s.late)
+	res.Python = pyStats(s.procs, s.late, s.match)
 	var shutErr error
 	res.GPU, shutErr = flush(cfg, s.exps, s.gpus, &s.builder.Stats)
 	res.Stats = s.builder.Stats

@@ -181,8 +181,8 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 			fmt.Fprintf(w, "  python: %d calls left out by a stage's when\n", p.Skipped)
 		}
 		if p.Matched+p.Unmatched > 0 {
-			fmt.Fprintf(w, "  python: accepted counts for %d verifies (%d drafts accepted, %.2f per verify), %d verifies without\n",
-				p.Matched, p.AcceptedDrafts, float64(p.AcceptedDrafts)/float64(max(p.Matched, 1)), p.Unmatched)
+			fmt.Fprintf(w, "  python: accepted counts for %d verifies (%d drafts accepted, %.2f per verify), %d verifies without%s\n",
+				p.Matched, p.AcceptedDrafts, float64(p.AcceptedDrafts)/float64(max(p.Matched, 1)), p.Unmatched, withoutWhy(p))
 		}
 	}
 	for _, e := range r.Export {
@@ -238,4 +238,19 @@ func lastError(e string) string {
 		return ""
 	}
 	return "; last failure: " + e
+}
+
+// withoutWhy says what left verifies without counts, where something did.
+func withoutWhy(p *PyStats) string {
+	var why []string
+	if p.GaveUp > 0 {
+		why = append(why, fmt.Sprintf("%d calls whose counts had not come %s after them", p.GaveUp, spanbuilder.DefaultGiveUpAfter))
+	}
+	if p.Restarts > 0 {
+		why = append(why, fmt.Sprintf("count matching started over %d times, a verify or a read lost", p.Restarts))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(why, "; ") + ")"
 }

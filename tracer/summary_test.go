@@ -224,3 +224,20 @@ func TestSummaryNamesCutCalls(t *testing.T) {
 		t.Errorf("a summary with nothing cut names cuts:\n%s", out.String())
 	}
 }
+
+// The accepted-counts line says why verifies went without, when they did.
+func TestWithoutWhy(t *testing.T) {
+	for _, c := range []struct {
+		p    PyStats
+		want string
+	}{
+		{PyStats{Matched: 10}, ""},
+		{PyStats{Unmatched: 3, GaveUp: 1}, " (1 calls whose counts had not come 2s after them)"},
+		{PyStats{Unmatched: 3, Restarts: 2}, " (count matching started over 2 times, a verify or a read lost)"},
+		{PyStats{GaveUp: 1, Restarts: 1}, " (1 calls whose counts had not come 2s after them; count matching started over 1 times, a verify or a read lost)"},
+	} {
+		if got := withoutWhy(&c.p); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.p, got, c.want)
+		}
+	}
+}
