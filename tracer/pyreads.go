@@ -64,7 +64,7 @@ type PyStats struct {
 	// GiveUpAfter after them, and times the matching started over (a
 	// verify or a read of counts lost).
 	GaveUp, Restarts uint64
-	LastError          string
+	LastError        string
 	// Code objects followed to their replacement (reload, reassignment).
 	Replaced int
 }
