@@ -57,6 +57,7 @@ enum py_err {
 	PY_E_NOTINT,    // an int wider than 64 bits
 	PY_E_KEYWORD,   // 3.10: not passed by position, and the call's keyword arguments cannot be found
 	PY_E_NODEFAULT, // 3.10: not passed, and the function has no default for it
+	PY_E_NOTTEMP,   // at a push: not a temporary (the pop reads it)
 };
 
 struct pylayout {
@@ -86,7 +87,16 @@ struct pylayout {
 	u8 op_call_function, op_call_method, op_call_kw, op_call_ex; // 3.10
 	u8 op_extended_arg;
 	u8 op_load_const; // 3.10: LOAD_CONST, which pushes a CALL_FUNCTION_KW's names
-	u8 pad[5];
+	// 3.11+, at a push: KW_NAMES (0: none), how many code units before the
+	// CALL it sits (3.11: PRECALL and its cache between), and whether the
+	// callable sits below its NULL-or-self (3.13) rather than above (3.11, 3.12).
+	u8 op_kw_names, kw_back, self_above;
+	u8 op_kw_call, op_kw_call_instr; // 3.13: CALL_KW, INSTRUMENTED_CALL_KW: names on the stack
+	u64 co_nlocalsplus, fr_funcobj; // 3.11+
+	// 3.11+: the opcodes that push a Python function's frame from the
+	// caller's stack, [callable, self or NULL, args] (or NULL first), as a
+	// bitmap: CALL and its specializations for Python functions.
+	u8 callops[32];
 };
 
 struct pystep {
@@ -129,6 +139,8 @@ struct pyname {
 
 struct pyprog {
 	u32 nfields;
+	u32 push;          // 3.11+: read arguments that are temporaries at the push (py_frame_push)
+	u32 pad;
 	u32 frame_bytes;   // 3.11+: the frame's size: it sits at datastack_top - frame_bytes
 	u32 nlocalsplus;   // 3.11+: the return value is in the first stack slot
 	u32 nargs;         // 3.10: positional parameters
@@ -183,6 +195,7 @@ struct pyscratch {
 	u64 ts, frame, caller, code;
 	struct pycall call;
 	u32 site;
+	u32 push;  // reading at a push (py_frame_push), not at a pop
 	u32 wake;  // the hit, sent without its values, wakes the reader at once
 	u32 off;   // bytes written in buf (the record header included)
 	u32 field; // the field being read
@@ -340,7 +353,7 @@ static __always_inline struct pyprog *prog_of(u32 site)
 // OBJ type:u64, NONE. It is cut into records of up to PY_BUF bytes (the
 // record header first in each); user space joins them by seq.
 
-enum py_mark { PY_F_BEGIN = 0xf0, PY_F_END, PY_F_ERR, PY_F_LIST };
+enum py_mark { PY_F_BEGIN = 0xf0, PY_F_END, PY_F_ERR, PY_F_LIST, PY_F_ROOT };
 const enum py_mark *unused_py_mark __attribute__((unused));
 
 // Writes go to buf at their offset masked to PY_BUF: a no-op for the
@@ -1233,6 +1246,8 @@ struct py_scan {
 	u32 methods_only;
 	s32 at;
 	u32 bad;
+	u32 highest; // the highest slot holding it (the innermost call), not the lowest
+	u32 pad;
 };
 
 static long py_callable_cb(u64 i, void *ctx)
@@ -1254,7 +1269,8 @@ static long py_callable_cb(u64 i, void *ctx)
 	if (!c->methods_only && t == L->t_function && rd64(v + L->func_code, &bad) == c->code && !bad) {
 		c->at = i;
 		c->fn = v;
-		return 1;
+		c->self = 0;
+		return !c->highest;
 	}
 	if (t == L->t_method) {
 		u64 fn = rd64(v + L->im_func, &bad);
@@ -1263,7 +1279,7 @@ static long py_callable_cb(u64 i, void *ctx)
 			c->fn = fn;
 			c->at = i;
 			c->bad = bad;
-			return 1;
+			return !c->highest;
 		}
 	}
 	return 0;
@@ -1558,7 +1574,11 @@ __noinline u64 py_arg310(u32 f)
 				return v;
 		}
 	}
-	// Not passed: the function's default.
+	// Not passed: the function's default (no temporary: left to the pop).
+	if (s->push) {
+		fail(s, PY_E_NOTTEMP, slot);
+		return 0;
+	}
 	u64 fn = k->func;
 	if (!fn) {
 		fail(s, PY_E_NODEFAULT, slot);
@@ -1590,6 +1610,114 @@ __noinline u64 py_arg310(u32 f)
 	return v;
 }
 
+// py_callop tells whether op pushes a Python function's frame from the
+// caller's stack (3.11+: L->callops).
+static __always_inline int py_callop(struct pylayout *L, u8 op)
+{
+	return (L->callops[(op >> 3) & 31] >> (op & 7)) & 1;
+}
+
+// py_frame_push finds, at a push (3.11+), the arguments of the call being
+// made, for those only its caller's stack holds (a temporary: f(Batch())).
+// The caller is still the current frame, running a CALL; its stack holds
+// [NULL or callable, callable or self, args] (3.11, 3.12) or [callable,
+// self or NULL, args] (3.13), and the arguments move into the new frame only
+// after the code's reference (the trap) is taken. The new frame, at the top
+// of the data stack, already names its function: the one found on the
+// stack must be it. Keyword arguments follow the positional ones; their
+// names are a tuple: KW_NAMES' constant (3.11, 3.12), or on the stack after
+// them (3.13's CALL_KW).
+static __always_inline int py_frame_push(struct pylayout *L, struct pyscratch *s, struct pyprog *p, u64 code)
+{
+	u32 zero = 0;
+	struct pyframe_layout *c = bpf_map_lookup_elem(&pyframes, &zero);
+	if (!c || !c->enabled)
+		return fail(s, PY_E_NOFRAME, 20);
+	int bad = 0;
+	u64 caller = rd64(s->ts + c->tstate_frame, &bad);
+	if (c->cframe_current >= 0 && caller && !bad)
+		caller = rd64(caller + c->cframe_current, &bad);
+	if (bad || !objptr(caller))
+		return fail(s, PY_E_NOFRAME, 21);
+	u64 ccode = rd64(caller + L->fr_code, &bad) & ~c->code_tag_bits;
+	u64 ip = rd64(caller + L->fr_instr, &bad);
+	if (bad || !objptr(ccode) || !ip)
+		return fail(s, PY_E_NOFRAME, 22);
+	u8 insn[2];
+	if (bpf_probe_read_user(insn, 2, (void *)ip) || !py_callop(L, insn[0]))
+		return fail(s, PY_E_NOFRAME, 23); // called from C, or another way
+	u32 oparg = insn[1];
+	u8 before[2] = {};
+	if (bpf_probe_read_user(before, 2, (void *)(ip - 2)) || before[0] == L->op_extended_arg)
+		return fail(s, PY_E_NOFRAME, 24);
+	u64 names = 0;
+	if (L->op_kw_names) {
+		u64 at = ip - 2 * (u64)L->kw_back;
+		u8 kw[2] = {};
+		if (bpf_probe_read_user(kw, 2, (void *)at) || bpf_probe_read_user(before, 2, (void *)(at - 2)))
+			return fail(s, PY_E_NOFRAME, 31);
+		if (kw[0] == L->op_kw_names) {
+			if (before[0] == L->op_extended_arg)
+				return fail(s, PY_E_KEYWORD, 1);
+			u64 consts = rd64(ccode + L->co_consts, &bad);
+			names = bad || !objptr(consts) ? 0 : rd64(consts + 0x18 + 8 * (u64)kw[1], &bad);
+			if (bad || !objptr(names))
+				return fail(s, PY_E_KEYWORD, 2);
+		}
+	}
+	u32 nlocalsplus = 0, depth = 0;
+	if (bpf_probe_read_user(&nlocalsplus, 4, (void *)(ccode + L->co_nlocalsplus)) ||
+	    bpf_probe_read_user(&depth, 4, (void *)(ccode + L->co_stacksize)) || nlocalsplus > 1 << 16)
+		return fail(s, PY_E_NOFRAME, 25);
+	u64 *slots = s->slots;
+	u32 n = depth < PY_STACK_SCAN ? depth : PY_STACK_SCAN;
+	if (n == 0 || bpf_probe_read_user(slots, nbytes(n, PY_STACK_SCAN, 8), (void *)(caller + L->fr_localsplus + 8 * (u64)nlocalsplus)))
+		return fail(s, PY_E_NOFRAME, 26);
+	struct py_scan sc = {.code = code, .n = n, .at = -1, .highest = 1};
+	bpf_loop(PY_STACK_SCAN, py_callable_cb, &sc, 0);
+	int at = sc.at;
+	if (sc.bad || at < 0 || sc.self)
+		return fail(s, PY_E_NOFRAME, 27); // a bound method object: not what a CALL leaves
+	u64 top = rd64(s->ts + L->ts_datastack_top, &bad);
+	if (bad || rd64(top - p->frame_bytes + L->fr_funcobj, &bad) != sc.fn || bad)
+		return fail(s, PY_E_NOFRAME, 28); // the frame pushed is another function's
+	// Where the first parameter sits, and how many are passed by position.
+	u32 first = at + 1, npos = oparg;
+	if (L->self_above) {
+		if (at + 1 >= n)
+			return fail(s, PY_E_NOFRAME, 29);
+		if (slots[idx(at + 1, PY_STACK_SCAN - 1)])
+			npos++; // self
+		else
+			first++;
+	} else if (at == 0 || slots[idx(at - 1, PY_STACK_SCAN - 1)]) {
+		npos++; // [function, self, args]: a method
+	}
+	if (insn[0] == L->op_kw_call || insn[0] == L->op_kw_call_instr) {
+		u32 top = at + 2 + oparg;
+		names = top < n && top < PY_STACK_SCAN ? slots[idx(top, PY_STACK_SCAN - 1)] : 0;
+		if (!objptr(names))
+			return fail(s, PY_E_KEYWORD, 3);
+	}
+	struct pycall *k = &s->call;
+	if (names) {
+		u64 nk = rd64(names + 8, &bad) == L->t_tuple && !bad ? rd64(names + 0x10, &bad) : ~0ULL;
+		if (bad || nk > npos)
+			return fail(s, PY_E_KEYWORD, 4);
+		npos -= nk;
+		k->kwnames = names;
+		k->nkw = nk;
+		k->kwbase = first + npos;
+	}
+	if (first + npos + k->nkw > n)
+		return fail(s, PY_E_NOFRAME, 30);
+	k->func = sc.fn;
+	k->posbase = first;
+	k->npos = npos;
+	k->known = 1;
+	return 0;
+}
+
 // py_frame finds the returning call's frame (3.11+) or arguments (3.10).
 __noinline int py_frame(u64 code)
 {
@@ -1605,6 +1733,8 @@ __noinline int py_frame(u64 code)
 		return fail(s, PY_E_NOFRAME, 0);
 	if (L->minor == 10)
 		return py_frame310(L, s, p, code);
+	if (s->push)
+		return py_frame_push(L, s, p, code);
 	int bad = 0;
 	u64 top = rd64(s->ts + L->ts_datastack_top, &bad);
 	u64 frame = top - p->frame_bytes;
@@ -1622,9 +1752,13 @@ static __always_inline u64 py_root(struct pylayout *L, struct pyscratch *s, stru
 	int bad = 0;
 	u64 v = 0;
 	u32 slot = fl->slot;
+	if (s->push && (fl->root != PY_ROOT_ARG || slot >= p->nargs)) {
+		fail(s, PY_E_NOTTEMP, 0); // read at the pop: not a positional parameter
+		return 0;
+	}
 	switch (fl->root) {
 	case PY_ROOT_ARG:
-		if (L->minor == 10) {
+		if (L->minor == 10 || s->push) {
 			v = py_arg310(s->field);
 			if (!v) {
 				if (s->err == PY_OK)
@@ -1669,6 +1803,19 @@ static __always_inline u64 py_root(struct pylayout *L, struct pyscratch *s, stru
 	if (!v) {
 		fail(s, PY_E_UNSET, slot);
 		return 0;
+	}
+	if (s->push) {
+		// Only what the caller's stack alone holds (a count of 1) dies
+		// with the call; the rest is read at the pop as usual. Its
+		// address goes with its values: user space takes them only for
+		// the object the pop finds freed.
+		if (rd64(v, &bad) != 1 || bad) {
+			fail(s, PY_E_NOTTEMP, v);
+			return 0;
+		}
+		out_u8(s, PY_F_ROOT);
+		out_u64(s, v);
+		return v; // not a cell yet: the callee makes its cells
 	}
 	if (fl->cell) {
 		if (!obj_type(s, v))

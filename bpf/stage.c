@@ -614,9 +614,12 @@ int watch_fields(struct watch_ctx *ctx)
 	if (!p)
 		return 0;
 	if (py_frame(s->code)) {
-		// The hit goes without its values, saying why.
-		e->pyerr = s->err;
-		e->pyerr_at = s->err_detail;
+		// The hit goes without its values, saying why (at a push: the
+		// pop reads them).
+		if (!s->push) {
+			e->pyerr = s->err;
+			e->pyerr_at = s->err_detail;
+		}
 		u64 flags = s->wake ? BPF_RB_FORCE_WAKEUP : wakeup_flags(sizeof(*e));
 		if (bpf_ringbuf_output(&events, e, sizeof(*e), flags))
 			count_drop();
@@ -642,15 +645,16 @@ struct {
 	.values = {[0] = (void *)&watch_fields},
 };
 
-// watch_read sets up, at a pop, the reading of the site's fields and hands
-// the hit to watch_fields, which sends it; it returns (and the caller sends
-// the bare hit) where the site reads nothing, or the tail call fails.
-static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames)
+// watch_read sets up, at a pop (or at a push, for the temporaries among the
+// arguments), the reading of the site's fields and hands the hit to
+// watch_fields, which sends it; it returns (and the caller sends the bare
+// hit) where the site reads nothing, or the tail call fails.
+static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames, u32 push)
 {
 	struct pylayout *L = layout();
 	struct pyprog *p = prog_of(w->site);
 	struct pyscratch *s = scratch();
-	if (!L || !L->enabled || !p || !p->nfields || !s)
+	if (!L || !L->enabled || !p || !p->nfields || !s || (push && !p->push))
 		return;
 	struct watch_event *e = (struct watch_event *)s->buf;
 	watch_header(e, w, ctx, addr, pid_tgid, flags);
@@ -659,6 +663,7 @@ static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u
 		e->frames = frames;
 	}
 	s->site = w->site;
+	s->push = push;
 	s->code = addr;
 	s->wake = w->wake & WAKE_EXIT;
 	s->off = sizeof(*e);
@@ -689,7 +694,9 @@ int watch_hit(struct watch_ctx *ctx)
 	int frames = frames_running(ts, addr, now < last);
 	u8 lost = take_drops(0xffffffff) ? W_DROPPED : 0;
 	if (now < last && now > 0)
-		watch_read(ctx, w, addr, id, lost, frames);
+		watch_read(ctx, w, addr, id, lost, frames, 0);
+	else if (now > last && last > 0)
+		watch_read(ctx, w, addr, id, lost, frames, 1);
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
 	if (!e) {
 		count_drop();

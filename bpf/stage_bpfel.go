@@ -97,6 +97,7 @@ const (
 	StagePyErrPY_E_NOTINT    StagePyErr = 12
 	StagePyErrPY_E_KEYWORD   StagePyErr = 13
 	StagePyErrPY_E_NODEFAULT StagePyErr = 14
+	StagePyErrPY_E_NOTTEMP   StagePyErr = 15
 )
 
 type StagePyFieldFlag uint32
@@ -129,6 +130,7 @@ const (
 	StagePyMarkPY_F_END   StagePyMark = 241
 	StagePyMarkPY_F_ERR   StagePyMark = 242
 	StagePyMarkPY_F_LIST  StagePyMark = 243
+	StagePyMarkPY_F_ROOT  StagePyMark = 244
 )
 
 type StagePyOp uint32
@@ -252,7 +254,14 @@ type StagePylayout struct {
 	OpCallEx       uint8
 	OpExtendedArg  uint8
 	OpLoadConst    uint8
-	Pad            [5]uint8
+	OpKwNames      uint8
+	KwBack         uint8
+	SelfAbove      uint8
+	OpKwCall       uint8
+	OpKwCallInstr  uint8
+	CoNlocalsplus  uint64
+	FrFuncobj      uint64
+	Callops        [32]uint8
 }
 
 type StagePyname struct {
@@ -266,6 +275,8 @@ type StagePyname struct {
 type StagePyprog struct {
 	_           structs.HostLayout
 	Nfields     uint32
+	Push        uint32
+	Pad         uint32
 	FrameBytes  uint32
 	Nlocalsplus uint32
 	Nargs       uint32
@@ -297,11 +308,13 @@ type StagePyscratch struct {
 		Pad     uint32
 	}
 	Site      uint32
+	Push      uint32
 	Wake      uint32
 	Off       uint32
 	Field     uint32
 	First     uint32
 	Last      uint32
+	_         [4]byte
 	Items     uint64
 	Ikind     uint32
 	Nitems    uint32

@@ -140,6 +140,15 @@ func CompilePython(in PyCompileInput) (*PyProgram, error) {
 		p.Nlocalsplus = uint32(in.Code.NLocalsPlus)
 		p.Nargs = uint32(in.Code.ArgCount)
 	}
+	if len(in.Traits.PushCalls) > 0 {
+		// Positional parameters are read at the push too, where they are
+		// temporaries the pop finds freed (py_frame_push).
+		for _, f := range p.Fields[:p.Nfields] {
+			if f.Root == pyRootArg && uint32(f.Slot) < p.Nargs {
+				p.Push = 1
+			}
+		}
+	}
 	p.CallerCode = in.CallerAddr
 	return c.out, nil
 }
@@ -335,6 +344,11 @@ func (c *pyCompiler) root(f *bpf.StagePyfield, arg string, fromCaller bool) erro
 		f.Root = pyRootArg
 		if code.Cell[slot] {
 			f.Cell = 1
+		}
+		if slot < len(code.NameAddr) {
+			// A temporary passed by keyword is read at the push, found
+			// by its name among the call's keyword names.
+			f.Argstr = code.NameAddr[slot]
 		}
 	}
 	f.Slot = uint16(slot)

@@ -23,6 +23,9 @@ type PyValues struct {
 	Values []any
 	List   bool
 	Err    *PyReadError
+	// Root: read at a push, the argument the values were read from (a
+	// temporary: its address is what the pop finds freed); 0 at a pop.
+	Root uint64
 }
 
 // PyReadError says why a field could not be read at the trap.
@@ -50,6 +53,7 @@ var pyErrText = map[bpf.StagePyErr]string{
 	bpf.StagePyErrPY_E_NOTINT:    "an int wider than 64 bits",
 	bpf.StagePyErrPY_E_KEYWORD:   "not passed by position, and the call's keyword arguments cannot be found (a bound method kept in a local, or **kwargs not a dict)",
 	bpf.StagePyErrPY_E_NODEFAULT: "not passed, and the function has no default for it",
+	bpf.StagePyErrPY_E_NOTTEMP:   "not a temporary: read at the return",
 }
 
 const (
@@ -83,6 +87,7 @@ const (
 	pfEnd   = uint8(bpf.StagePyMarkPY_F_END)
 	pfErr   = uint8(bpf.StagePyMarkPY_F_ERR)
 	pfList  = uint8(bpf.StagePyMarkPY_F_LIST)
+	pfRoot  = uint8(bpf.StagePyMarkPY_F_ROOT)
 
 	ptNone = uint8(bpf.StagePyTagPY_T_NONE)
 	ptInt  = uint8(bpf.StagePyTagPY_T_INT)
@@ -106,6 +111,13 @@ func decodePyPayload(b []byte, n int) ([]PyValues, error) {
 		}
 		b = b[2:]
 		var f PyValues
+		if len(b) > 0 && b[0] == pfRoot {
+			if len(b) < 9 {
+				return nil, fmt.Errorf("payload: field %d: truncated root", len(out))
+			}
+			f.Root = binary.LittleEndian.Uint64(b[1:])
+			b = b[9:]
+		}
 		if len(b) > 0 && b[0] == pfList {
 			f.List = true
 			b = b[1:]

@@ -265,8 +265,10 @@ func TestDecodePyPayload(t *testing.T) {
 		[]byte{pfBegin, 1}, i64(-7), []byte{pfEnd},
 		[]byte{pfBegin, 2}, errRec,
 		[]byte{pfBegin, 3}, []byte{ptBool, 1}, []byte{pfEnd},
-		[]byte{pfBegin, 4}, ucs2, []byte{pfEnd})
-	f, err := decodePyPayload(good, 5)
+		[]byte{pfBegin, 4}, ucs2, []byte{pfEnd},
+		// Read at a push: the argument's address, then its values.
+		[]byte{pfBegin, 5, pfRoot, 0x10, 0x20, 0, 0, 0, 0, 0, 0, pfList}, i64(3), []byte{pfEnd})
+	f, err := decodePyPayload(good, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +284,11 @@ func TestDecodePyPayload(t *testing.T) {
 	if !reflect.DeepEqual(f[3].Values, []any{true}) || !reflect.DeepEqual(f[4].Values, []any{"é\u2641"}) {
 		t.Errorf("fields 3, 4: %+v %+v", f[3], f[4])
 	}
+	if f[5].Root != 0x2010 || !f[5].List || !reflect.DeepEqual(f[5].Values, []any{int64(3)}) || f[0].Root != 0 {
+		t.Errorf("field 5: %+v (field 0's root %#x)", f[5], f[0].Root)
+	}
 	for cut := range len(good) {
-		if _, err := decodePyPayload(good[:cut], 5); err == nil {
+		if _, err := decodePyPayload(good[:cut], 6); err == nil {
 			t.Errorf("cut at %d: no error", cut)
 		}
 	}

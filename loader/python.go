@@ -391,6 +391,16 @@ func (s *Session) setTrapLayout(proc *pyproc.Process) error {
 		OpReturn: t.OpReturn, OpReturnInstr: t.OpReturnInstrumented,
 		OpCallFunction: t.OpCallFunction, OpCallMethod: t.OpCallMethod, OpCallKw: t.OpCallKW,
 		OpCallEx: t.OpCallEx, OpExtendedArg: t.OpExtArg, OpLoadConst: t.OpLoadConst,
+		CoNlocalsplus: l.CodeNLocalsPlus, FrFuncobj: l.FrameFuncObj,
+	}
+	tr := l.Version.Traits()
+	for _, op := range tr.PushCalls {
+		cfg.Callops[op>>3] |= 1 << (op & 7)
+	}
+	cfg.OpKwNames, cfg.KwBack = tr.KWNames, tr.KWBack
+	cfg.OpKwCall, cfg.OpKwCallInstr = tr.KWCalls[0], tr.KWCalls[1]
+	if tr.SelfAbove {
+		cfg.SelfAbove = 1
 	}
 	if l.LongTagged {
 		cfg.LongTagged = 1

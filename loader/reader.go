@@ -224,7 +224,8 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 		ev.Cancel = true
 	}
 	ev.Dropped = s.takeDrops(w.Tid)
-	if ev.Exit && !ev.Cancel {
+	if ev.Exit && !ev.Cancel || !ev.Exit && w.Flags&wPayload != 0 {
+		// An exit's reads, or an entry's temporaries (py_frame_push).
 		return s.py.start(w, payload, ev)
 	}
 	return true

@@ -120,15 +120,17 @@ type Layout struct {
 	// The top of the thread's frame stack (3.11+): a returning frame lies
 	// just below it.
 	TstateDatastackTop uint64
-	// The instruction a 3.11+ frame executes (prev_instr, instr_ptr).
-	FrameInstr uint64
+	// The instruction a 3.11+ frame executes (prev_instr, instr_ptr), and
+	// its function (f_func, f_funcobj): set before a push takes the code's
+	// reference.
+	FrameInstr, FrameFuncObj uint64
 	// Code sizes: 3.12+ co_framesize (words); 3.11 sums co_nlocalsplus and
 	// co_stacksize with the frame's fixed part.
 	CodeNLocalsPlus, CodeStacksize, CodeFramesize uint64
 	// 3.10's PyFrameObject and PyCodeObject: a returning call's caller keeps
 	// the callable and arguments on its value stack.
 	FrameValuestack, FrameLasti, CodeCode uint64
-	CodeConsts                            uint64 // a CALL_FUNCTION_KW's names are one of co_consts
+	CodeConsts                            uint64 // a CALL_FUNCTION_KW's (3.11, 3.12: KW_NAMES') names are one of co_consts
 }
 
 // common fills what is the same from 3.10 to 3.14 (docs/design.md's table).
@@ -188,7 +190,8 @@ func tableLayout(v Version) (Layout, error) {
 		l.CodeFirstLine = 0x48
 		l.CodeArgcount, l.TypeCachedKeys = 0x38, 0x368
 		l.RuntimeTstateCurrent, l.TstateDatastackTop, l.FrameInstr = 0x240, 0x130, 0x38
-		l.CodeNLocalsPlus, l.CodeStacksize = 0x4c, 0x44
+		l.FrameFuncObj = 0 // f_func
+		l.CodeNLocalsPlus, l.CodeStacksize, l.CodeConsts = 0x4c, 0x44, 0x18
 	case 12:
 		l.InterpretersHead, l.InterpNext, l.InterpModules, l.InterpThreadsHead = 0x28, 0, 0x3b0, 0x48
 		l.TstateThreadID, l.TstateNativeThreadID, l.TstateExc = 0x88, 0x90, 0x60
@@ -196,6 +199,7 @@ func tableLayout(v Version) (Layout, error) {
 		l.ASCIIData, l.CompactData = 0x28, 0x38
 		l.CodeFirstLine = 0x44
 		l.InterpGIL, l.GILHolder, l.TstateDatastackTop, l.FrameInstr = 0x180, 0x8, 0xf0, 0x38
+		l.FrameFuncObj, l.CodeConsts = 0x10, 0x18
 		l.CodeNLocalsPlus, l.CodeStacksize, l.CodeFramesize = 0x48, 0x40, 0x4c
 	default:
 		return Layout{}, fmt.Errorf("no offset table for CPython %s", v)
@@ -320,6 +324,8 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.InterpGIL, l.GILHolder = d["interp.ceval_gil"], d["interp.gil_holder"]-d["interp.gil"]
 	l.TstateDatastackTop = d["tstate.datastack_chunk"] + 8
 	l.CodeNLocalsPlus, l.CodeStacksize, l.CodeFramesize = 0x48, 0x40, 0x4c
+	l.FrameFuncObj = d["frame.previous"] + 8 // f_funcobj follows previous (3.13, 3.14)
+	l.CodeConsts = 0x18                       // after the object's variable-size header
 	l.CodeLocalsNames, l.CodeLocalsKinds = d["code.localsplusnames"], d["code.localspluskinds"]
 	l.BytesData = d["bytes.ob_sval"]
 	l.ListSize, l.ListItems = d["list.ob_size"], d["list.ob_item"]

@@ -1,6 +1,7 @@
 package pyproc
 
 import (
+	"github.com/specprobe/specprobe/internal/testinterp"
 	"os"
 	"os/exec"
 	"strconv"
@@ -37,5 +38,42 @@ func TestTrapOpcodes(t *testing.T) {
 	}
 	if tested == 0 {
 		t.Skip("no pyenv interpreter installed")
+	}
+}
+
+// The opcodes a push read knows (pushCalls, KW_NAMES) are the ones each
+// interpreter here names so, specializations included.
+func TestPushCallOpcodes(t *testing.T) {
+	const script = `import dis, sys
+m = getattr(dis, "_all_opmap", None)
+if m is None:
+    import _opcode_metadata as md
+    m = dict(md._specialized_opmap)
+    m.update(md.opmap)
+for n in sys.argv[1:]: print(m.get(n, -1))
+`
+	tested := 0
+	for _, py := range testinterp.Present() {
+		if pushCallNames[py.Minor] == nil {
+			continue
+		}
+		out, err := exec.Command(py.Path, append([]string{"-c", script, "KW_NAMES"}, pushCallNames[py.Minor]...)...).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", py.Path, err)
+		}
+		tested++
+		tr := Version{3, py.Minor, 0}.Traits()
+		got := strings.Fields(string(out))
+		if want := strconv.Itoa(int(tr.KWNames)); tr.KWNames != 0 && got[0] != want {
+			t.Errorf("%s: KW_NAMES is %s, the table says %s", py.Path, got[0], want)
+		}
+		for i, name := range pushCallNames[py.Minor] {
+			if n, _ := strconv.Atoi(got[i+1]); n != int(tr.PushCalls[i]) {
+				t.Errorf("%s: %s is %d, the table says %d", py.Path, name, n, tr.PushCalls[i])
+			}
+		}
+	}
+	if tested == 0 {
+		t.Skip("no interpreter installed")
 	}
 }

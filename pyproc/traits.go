@@ -45,6 +45,35 @@ type Traits struct {
 	ManagedDict int
 	// DebugOffsets: the runtime publishes _Py_DebugOffsets (3.13+).
 	DebugOffsets bool
+	// PushCalls (3.11+): the opcodes of a caller running which a frame is
+	// pushed with the arguments still on the caller's stack (CALL and its
+	// specializations for Python functions, pushCallNames): a temporary
+	// argument is read there (bpf/pyread.h py_frame_push). KWNames is
+	// KW_NAMES, KWBack how many code units before the CALL it sits (3.11:
+	// PRECALL and its cache between; 3.13 has CALL_KW instead, not a push
+	// call). SelfAbove: 3.13 stacks [callable, self or NULL], 3.11 and
+	// 3.12 [NULL or callable, callable or self].
+	PushCalls       []uint8
+	KWNames, KWBack uint8
+	// KWCalls (3.13): CALL_KW and INSTRUMENTED_CALL_KW, among PushCalls:
+	// their keyword names are a tuple on the stack, after the arguments.
+	KWCalls   [2]uint8
+	SelfAbove bool
+}
+
+// pushCallNames are PushCalls' opcodes by name, per minor version
+// (TestPushCallOpcodes checks the numbers against every interpreter here).
+var pushCallNames = map[int][]string{
+	11: {"CALL", "CALL_ADAPTIVE", "CALL_PY_EXACT_ARGS", "CALL_PY_WITH_DEFAULTS"},
+	12: {"CALL", "CALL_PY_EXACT_ARGS", "CALL_PY_WITH_DEFAULTS", "CALL_BOUND_METHOD_EXACT_ARGS", "INSTRUMENTED_CALL"},
+	13: {"CALL", "CALL_PY_EXACT_ARGS", "CALL_PY_GENERAL", "CALL_BOUND_METHOD_EXACT_ARGS", "CALL_BOUND_METHOD_GENERAL", "INSTRUMENTED_CALL",
+		"CALL_KW", "INSTRUMENTED_CALL_KW"},
+}
+
+var pushCalls = map[int][]uint8{
+	11: {171, 22, 23, 24},
+	12: {171, 23, 24, 28, 241},
+	13: {53, 177, 178, 163, 164, 244, 57, 245},
 }
 
 // opcodes per minor version, in Traits.Opcodes' order.
@@ -69,6 +98,17 @@ func (v Version) Traits() Traits {
 	t.ExcIsObject = v.Minor >= 12
 	t.Immortal = v.Minor >= 12
 	t.DebugOffsets = v.Minor >= 13
+	t.PushCalls = pushCalls[v.Minor]
+	switch v.Minor {
+	case 11:
+		t.KWNames, t.KWBack = 172, 3
+	case 12:
+		t.KWNames, t.KWBack = 172, 1
+	}
+	t.SelfAbove = v.Minor == 13
+	if v.Minor == 13 {
+		t.KWCalls = [2]uint8{57, 245}
+	}
 	switch {
 	case v.Minor >= 13:
 		t.ManagedDict = 13

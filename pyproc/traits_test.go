@@ -1,6 +1,9 @@
 package pyproc
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // Each build's traits, as the docs' table of interpreters states them
 // (docs/design.md "What a watchpoint trap sees").
@@ -11,15 +14,17 @@ func TestTraits(t *testing.T) {
 	}{
 		{Version{3, 9, 18}, Traits{Minor: 9}},
 		{Version{3, 10, 13}, Traits{Minor: 10, Supported: true, TrapReads: true, Opcodes: opcodes[10], ArgsInCaller: true}},
-		{Version{3, 11, 2}, Traits{Minor: 11, Supported: true, TrapReads: true, Opcodes: opcodes[11], PopsCurrentFrame: true, ManagedDict: 11}},
+		{Version{3, 11, 2}, Traits{Minor: 11, Supported: true, TrapReads: true, Opcodes: opcodes[11], PopsCurrentFrame: true, ManagedDict: 11,
+			PushCalls: pushCalls[11], KWNames: 172, KWBack: 3}},
 		{Version{3, 12, 3}, Traits{Minor: 12, Supported: true, TrapReads: true, Opcodes: opcodes[12],
-			FrameObjectOwnsCode: true, ExcIsObject: true, Immortal: true, ManagedDict: 12}},
+			FrameObjectOwnsCode: true, ExcIsObject: true, Immortal: true, ManagedDict: 12, PushCalls: pushCalls[12], KWNames: 172, KWBack: 1}},
 		{Version{3, 13, 5}, Traits{Minor: 13, Supported: true, TrapReads: true, Opcodes: opcodes[13],
-			FrameObjectOwnsCode: true, ExcIsObject: true, Immortal: true, ManagedDict: 13, DebugOffsets: true}},
+			FrameObjectOwnsCode: true, ExcIsObject: true, Immortal: true, ManagedDict: 13, DebugOffsets: true,
+			PushCalls: pushCalls[13], KWCalls: [2]uint8{57, 245}, SelfAbove: true}},
 		{Version{3, 14, 0}, Traits{Minor: 14, Supported: true, FrameObjectOwnsCode: true, ExcIsObject: true, Immortal: true, ManagedDict: 13, DebugOffsets: true}},
 		{Version{2, 7, 18}, Traits{Minor: 7}},
 	} {
-		if got := c.v.Traits(); got != c.want {
+		if got := c.v.Traits(); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.v, got, c.want)
 		}
 		if (c.v.unsupported() == nil) != c.want.Supported {

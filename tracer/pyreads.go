@@ -28,6 +28,7 @@ type pyCalls struct {
 	late    *spanbuilder.LateAccept   // nil without accepted counts
 	match   counter                   // nil without an accept stage
 	pending map[callKey][]pendingRead // user reads, a stack per site and thread
+	pushed  pushedReads               // temporaries read at the push (nil until one is)
 	// With the spec's same_batch (nil maps without): the requests a call
 	// of each thread's current step read, where each thread is in its step
 	// (to tell when a step begins), and when each site's latest call on
@@ -50,6 +51,9 @@ type PyStats struct {
 	// Calls whose own read failed that took the requests another call of
 	// their step read (the spec's same_batch).
 	FromStep uint64
+	// Calls whose temporary arguments, freed by the pop, were read at the
+	// push.
+	FromPush uint64
 	// Calls whose when could not be read, kept because a call nested in
 	// them was kept by its own when and read their batch (same_batch).
 	WhenFromStep uint64
@@ -124,6 +128,9 @@ func (p *pyCalls) forget(tid uint32, at uint64) {
 	}
 	delete(p.stepReads, tid)
 	delete(p.stepPos, tid)
+	if p.pushed != nil {
+		p.pushed.forget(tid)
+	}
 	for k := range p.entered {
 		if k.tid == tid {
 			delete(p.entered, k)
@@ -158,8 +165,12 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		return p.user.handle(p, t, e, span)
 	}
 	read, _ := e.Read.(*loader.PyCallRead)
+	key := callKey{e.Site, e.TID}
 	if !e.Exit && p.entered != nil {
-		p.entered[callKey{e.Site, e.TID}] = e.BootNs
+		p.entered[key] = e.BootNs
+	}
+	if t.Program != nil {
+		read = p.temporaries(key, e, read)
 	}
 	if !e.Exit || e.Cancel || t.Program == nil {
 		return span
@@ -199,6 +210,30 @@ func (p *pyCalls) handle(e *spanbuilder.Event) bool {
 		p.ownCounts(t, e, read)
 	}
 	return true
+}
+
+// temporaries pairs an exit's reads with what its entry read of its
+// temporary arguments: the entry's are kept (and taken off the event), the
+// exit's completed with them.
+func (p *pyCalls) temporaries(key callKey, e *spanbuilder.Event, read *loader.PyCallRead) *loader.PyCallRead {
+	if !e.Exit {
+		if read != nil && p.pushed == nil {
+			p.pushed = pushedReads{}
+		}
+		if p.pushed != nil {
+			p.pushed.entry(key, read)
+		}
+		e.Read = nil
+		return nil
+	}
+	if p.pushed == nil {
+		return read
+	}
+	read, n := withPushed(read, p.pushed.exit(key))
+	if n > 0 {
+		p.Stats.FromPush++
+	}
+	return read
 }
 
 // ownCounts puts a verify's own counts (the list it returned, say) on it.

@@ -259,6 +259,7 @@ func (s *PyStats) add(o *PyStats) {
 	s.Late += o.Late
 	s.Skipped += o.Skipped
 	s.FromStep += o.FromStep
+	s.FromPush += o.FromPush
 	s.WhenFromStep += o.WhenFromStep
 	s.Retries += o.Retries
 	s.MaxLag = max(s.MaxLag, o.MaxLag)

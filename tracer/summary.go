@@ -174,6 +174,9 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 		if p.WhenFromStep > 0 {
 			fmt.Fprintf(w, "  python: %d calls whose when could not be read kept: a call within them passed its own (same_batch)\n", p.WhenFromStep)
 		}
+		if p.FromPush > 0 {
+			fmt.Fprintf(w, "  python: %d calls whose temporary arguments were read at the call (the return found them freed)\n", p.FromPush)
+		}
 		if p.FromStep > 0 {
 			fmt.Fprintf(w, "  python: %d calls without their own read took their step's requests (same_batch)\n", p.FromStep)
 		}
