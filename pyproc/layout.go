@@ -325,7 +325,7 @@ func debugLayout(v Version, d map[string]uint64) (Layout, error) {
 	l.TstateDatastackTop = d["tstate.datastack_chunk"] + 8
 	l.CodeNLocalsPlus, l.CodeStacksize, l.CodeFramesize = 0x48, 0x40, 0x4c
 	l.FrameFuncObj = d["frame.previous"] + 8 // f_funcobj follows previous (3.13, 3.14)
-	l.CodeConsts = 0x18                       // after the object's variable-size header
+	l.CodeConsts = 0x18                      // after the object's variable-size header
 	l.CodeLocalsNames, l.CodeLocalsKinds = d["code.localsplusnames"], d["code.localspluskinds"]
 	l.BytesData = d["bytes.ob_sval"]
 	l.ListSize, l.ListItems = d["list.ob_size"], d["list.ob_item"]
