@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -66,21 +67,28 @@ var fileLine = regexp.MustCompile(`^\s*[\w.-]+\.go:\d+: `)
 // Results are the leaf tests' outcomes (a test with subtests counts through
 // them), each with the last line it logged before a skip or failure.
 func Results(events []Event) []Result {
-	last := map[string]string{}
+	last, panicked := map[string]string{}, map[string]string{}
 	var res []Result
 	seen := map[string]int{}
+	var running []Event // begun, no outcome yet
 	for _, e := range events {
 		if e.Test == "" {
 			continue
 		}
 		key := e.Package + " " + e.Test
 		switch e.Action {
+		case "run":
+			running = append(running, e)
 		case "output":
 			line := strings.TrimSpace(e.Output)
 			if line != "" && !strings.HasPrefix(line, "=== ") && !strings.HasPrefix(line, "--- ") {
 				last[key] = fileLine.ReplaceAllString(e.Output, "")
 			}
+			if strings.HasPrefix(line, "panic: ") {
+				panicked[key] = line
+			}
 		case "pass", "fail", "skip":
+			running = slices.DeleteFunc(running, func(r Event) bool { return r.Package == e.Package && r.Test == e.Test })
 			r := Result{Package: e.Package, Test: e.Test, Action: e.Action}
 			if e.Action != "pass" {
 				r.Reason = strings.TrimSpace(last[key])
@@ -92,6 +100,17 @@ func Results(events []Event) []Result {
 			seen[key] = len(res)
 			res = append(res, r)
 		}
+	}
+	// A test still running when the stream ended was cut short: the test
+	// binary panicked (go test's -timeout) or was killed, and test2json
+	// wrote no outcome for it or its package.
+	for _, e := range running {
+		key := e.Package + " " + e.Test
+		why := panicked[key]
+		if why == "" {
+			why = "the run ended while it ran (a timeout or a crash): " + strings.TrimSpace(last[key])
+		}
+		res = append(res, Result{Package: e.Package, Test: e.Test, Action: "fail", Reason: why})
 	}
 	// A package that failed with no test failing in it (it did not build,
 	// or its binary crashed or timed out between tests) failed itself.

@@ -57,6 +57,13 @@ func TestResults(t *testing.T) {
 	if len(got) != 2 || got[1].Action != "fail" {
 		t.Errorf("a parent's own failure was lost: %+v", got)
 	}
+	// A test binary that timed out mid-test: test2json writes no outcome
+	// for the test or its package; the test running then failed.
+	got = Results([]Event{ev("run", "A", ""), ev("run", "A/3.11", ""), ev("pass", "A/3.11", ""), ev("run", "A/3.12", ""),
+		ev("output", "A/3.12", "panic: test timed out after 45m0s\n"), ev("output", "A/3.12", "BrokenPipeError\n")})
+	if len(got) != 2 || got[1].Test != "A/3.12" || got[1].Action != "fail" || got[1].Reason != "panic: test timed out after 45m0s" {
+		t.Errorf("a test cut short by a timeout was not failed: %+v", got)
+	}
 }
 
 func TestInterp(t *testing.T) {
