@@ -52,7 +52,7 @@ type config struct {
 	py    string // interpreter key: "main" or "usdt"
 	name  string
 	mode  string // workload mode: plain or span
-	probe string // "", "specprobe", "specprobe-requests", "bare-watch" or "usdt"
+	probe string // "", "specprobe", "specprobe-requests", "specprobe-requests-nopush", "bare-watch" or "usdt"
 }
 
 // batchSizes are the batches a stage with requests is measured at: its
@@ -63,6 +63,9 @@ var allConfigs = []config{
 	{"main", "untraced", "plain", ""},
 	{"main", "specprobe (watchpoint + watch_hit + reader)", "plain", "specprobe"},
 	{"main", "specprobe, stage with requests (32 read at each return)", "plain", "specprobe-requests"},
+	// What the look for temporaries at each push costs a call whose batch is
+	// kept in a variable (bpf/pyread.h py_frame_push): the same without it.
+	{"main", "specprobe, stage with requests, no look for temporaries at the push", "plain", "specprobe-requests-nopush"},
 	{"main", "bare watchpoint (empty program)", "plain", "bare-watch"},
 	{"main", "in-process span per stage call", "span", ""},
 	{"usdt", "untraced", "plain", ""},
@@ -243,8 +246,8 @@ func measure(c config) (result, error) {
 	var closer io.Closer
 	var events func() (float64, float64, string)
 	switch c.probe {
-	case "specprobe", "specprobe-requests":
-		closer, events, err = attachSpecprobe(pid, c.probe == "specprobe-requests")
+	case "specprobe", "specprobe-requests", "specprobe-requests-nopush":
+		closer, events, err = attachSpecprobe(pid, c.probe != "specprobe", c.probe == "specprobe-requests-nopush")
 	case "bare-watch":
 		var code *pyproc.Code
 		var proc *pyproc.Process
@@ -309,7 +312,7 @@ func findStage(pid int) (*pyproc.Code, *pyproc.Process, error) {
 // requests reads them at each call's return, in watch_hit
 // (requests: {arg: batch, id: rid}); the share of calls whose read came
 // back whole is reported.
-func attachSpecprobe(pid int, requests bool) (io.Closer, func() (float64, float64, string), error) {
+func attachSpecprobe(pid int, requests, noPush bool) (io.Closer, func() (float64, float64, string), error) {
 	_, proc, err := findStage(pid)
 	if err != nil {
 		return nil, nil, err
@@ -325,6 +328,9 @@ func attachSpecprobe(pid int, requests bool) (io.Closer, func() (float64, float6
 	}
 	if requests && targets[0].Program == nil {
 		return nil, nil, fmt.Errorf("requests not compiled for the watchpoint program: %s", targets[0].NotCompiled)
+	}
+	if noPush {
+		targets[0].Program.Prog.Push = 0
 	}
 	sess, err := loader.Attach(pid, nil, loader.Options{})
 	if err != nil {
@@ -564,6 +570,9 @@ func report(configs []config, results map[config][]result, rounds int) {
 			fmt.Printf("  specprobe / bare watchpoint, per watched call:        %.2fx\n", added(sp)/added(bw))
 			if sr, ok := find(py, "specprobe-requests", "plain"); ok {
 				fmt.Printf("  added cost per stage call, stage with 32 requests:    %.2f µs  (%.2fx the bare watchpoint; goal <= 1.3x)\n", added(sr), added(sr)/added(bw))
+				if np, ok := find(py, "specprobe-requests-nopush", "plain"); ok {
+					fmt.Printf("  of which the look for temporaries at the push:        %.2f µs  (%.2fx the same without it)\n", added(sr)-added(np), added(sr)/added(np))
+				}
 			}
 			for _, n := range batchSizes {
 				if sr, ok := find(py, "specprobe-requests", fmt.Sprintf("plain:%d", n)); ok {
