@@ -196,6 +196,7 @@ struct pyscratch {
 	struct pycall call;
 	u32 site;
 	u32 push;  // reading at a push (py_frame_push), not at a pop
+	u32 roots; // at a push: temporaries found (fields read)
 	u32 wake;  // the hit, sent without its values, wakes the reader at once
 	u32 off;   // bytes written in buf (the record header included)
 	u32 field; // the field being read
@@ -1815,6 +1816,7 @@ static __always_inline u64 py_root(struct pylayout *L, struct pyscratch *s, stru
 		}
 		out_u8(s, PY_F_ROOT);
 		out_u64(s, v);
+		s->roots++;
 		return v; // not a cell yet: the callee makes its cells
 	}
 	if (fl->cell) {

@@ -631,6 +631,15 @@ int watch_fields(struct watch_ctx *ctx)
 			break;
 		py_field(f);
 	}
+	if (s->push && !s->roots) {
+		// No argument only the call holds: the bare entry (the pop reads
+		// them all), so that a call pays for its reads once.
+		e->flags &= ~W_PAYLOAD;
+		u64 flags = s->wake ? BPF_RB_FORCE_WAKEUP : wakeup_flags(sizeof(*e));
+		if (bpf_ringbuf_output(&events, e, sizeof(*e), flags))
+			count_drop();
+		return 0;
+	}
 	py_flush(s, 1);
 	return 0;
 }
@@ -664,8 +673,9 @@ static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u
 	}
 	s->site = w->site;
 	s->push = push;
+	s->roots = 0;
 	s->code = addr;
-	s->wake = w->wake & WAKE_EXIT;
+	s->wake = w->wake & (push ? WAKE_ENTRY : WAKE_EXIT);
 	s->off = sizeof(*e);
 	s->seq = 0;
 	s->err = PY_OK;

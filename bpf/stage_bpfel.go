@@ -309,12 +309,12 @@ type StagePyscratch struct {
 	}
 	Site      uint32
 	Push      uint32
+	Roots     uint32
 	Wake      uint32
 	Off       uint32
 	Field     uint32
 	First     uint32
 	Last      uint32
-	_         [4]byte
 	Items     uint64
 	Ikind     uint32
 	Nitems    uint32
