@@ -260,8 +260,12 @@ func (s *session) tick(i int) {
 	open := b.OpenThreads(uint32(p.pid))
 	s.labels[uint32(p.pid)].see(open)
 	dead := deadThreads(p.pid, p.checked(open, b))
+	// Drain reads what was queued when it began: the events made before
+	// then are all read once it returns, those made while it ran (a long
+	// backlog) not yet. So the time read up to is taken before it.
+	began := spanbuilder.BootNow()
 	p.sess.Drain(s.adds[i])
-	p.readTo = marked(spanbuilder.BootNow())
+	p.readTo = marked(began)
 	s.checkers[i].tick(time.Now())
 	if s.merge != nil {
 		s.merge.Mark(i, p.readTo)
