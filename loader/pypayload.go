@@ -64,6 +64,15 @@ const (
 	pyErrNoReturn = uint8(bpf.StagePyErrPY_E_NORETURN)
 )
 
+// FreedObject is the address of the object a read found freed (a
+// temporary the pop came too late for), if that is why it failed.
+func (e *PyReadError) FreedObject() (uint64, bool) {
+	if e == nil || e.Code != pyErrFreed {
+		return 0, false
+	}
+	return e.Detail, true
+}
+
 func (e *PyReadError) Error() string {
 	msg := fmt.Sprintf("error %d", e.Code)
 	if text, ok := pyErrText[bpf.StagePyErr(e.Code)]; ok {

@@ -3,7 +3,6 @@ package tracer
 import (
 	"slices"
 
-	"github.com/specprobe/specprobe/bpf"
 	"github.com/specprobe/specprobe/loader"
 )
 
@@ -49,8 +48,6 @@ func (m pushedReads) forget(tid uint32) {
 	}
 }
 
-var pyErrFreed = uint8(bpf.StagePyErrPY_E_FREED)
-
 // withPushed is read with each field the pop found freed at its start (the
 // argument itself) taken from pushed, where pushed read that very object:
 // its address is the one the pop found freed, and the callee's frame held
@@ -64,7 +61,7 @@ func withPushed(read, pushed *loader.PyCallRead) (*loader.PyCallRead, int) {
 	n := 0
 	for i, f := range read.Fields {
 		p := pushed.Fields[i]
-		if f.Err == nil || f.Err.Code != pyErrFreed || p.Err != nil || p.Root == 0 || f.Err.Detail != p.Root {
+		if addr, freed := f.Err.FreedObject(); !freed || p.Err != nil || p.Root == 0 || addr != p.Root {
 			continue
 		}
 		if out == nil {

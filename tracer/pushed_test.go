@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/specprobe/specprobe/bpf"
 	"github.com/specprobe/specprobe/loader"
 )
 
@@ -11,11 +12,11 @@ import (
 // the push read that very object.
 func TestWithPushed(t *testing.T) {
 	freed := func(addr uint64) loader.PyValues {
-		return loader.PyValues{Err: &loader.PyReadError{Code: pyErrFreed, Step: -1, Item: -1, Detail: addr}}
+		return loader.PyValues{Err: &loader.PyReadError{Code: uint8(bpf.StagePyErrPY_E_FREED), Step: -1, Item: -1, Detail: addr}}
 	}
 	ok := func(v ...any) loader.PyValues { return loader.PyValues{Values: v, List: true} }
 	pushed := func(root uint64, v ...any) loader.PyValues { return loader.PyValues{Values: v, List: true, Root: root} }
-	notTemp := loader.PyValues{Err: &loader.PyReadError{Code: 15, Step: -1, Item: -1}}
+	notTemp := loader.PyValues{Err: &loader.PyReadError{Code: uint8(bpf.StagePyErrPY_E_NOTTEMP), Step: -1, Item: -1}}
 	read := func(f ...loader.PyValues) *loader.PyCallRead { return &loader.PyCallRead{Fields: f} }
 	for _, c := range []struct {
 		name       string
@@ -30,8 +31,8 @@ func TestWithPushed(t *testing.T) {
 		{"the push read nothing", read(freed(0x100)), read(notTemp), read(freed(0x100)), 0},
 		{"no entry read", read(freed(0x100)), nil, read(freed(0x100)), 0},
 		{"fields differ in number", read(freed(0x100)), read(pushed(0x100, "a"), notTemp), read(freed(0x100)), 0},
-		{"another error at the pop", read(loader.PyValues{Err: &loader.PyReadError{Code: 4, Detail: 0x100}}), read(pushed(0x100, "a")),
-			read(loader.PyValues{Err: &loader.PyReadError{Code: 4, Detail: 0x100}}), 0},
+		{"another error at the pop", read(loader.PyValues{Err: &loader.PyReadError{Code: uint8(bpf.StagePyErrPY_E_NOATTR), Detail: 0x100}}), read(pushed(0x100, "a")),
+			read(loader.PyValues{Err: &loader.PyReadError{Code: uint8(bpf.StagePyErrPY_E_NOATTR), Detail: 0x100}}), 0},
 	} {
 		got, n := withPushed(c.exit, c.push)
 		if n != c.took || !reflect.DeepEqual(got, c.want) {
