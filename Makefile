@@ -76,6 +76,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePyPayload -fuzztime 30s ./loader
 	$(GO) test -run '^$$' -fuzz FuzzParseTitle -fuzztime 30s ./procgroup
 	$(GO) test -run '^$$' -fuzz FuzzStructOffsets -fuzztime 60s -fuzzminimizetime 2s ./loader
+	$(GO) test -run '^$$' -fuzz FuzzHdrAround -fuzztime 30s ./loader
 	$(GO) test -run '^$$' -fuzz FuzzRedact -fuzztime 30s ./internal/redact
 
 # Rebuild the BPF objects (needs clang-19: apt-get install clang-19 libbpf-dev).

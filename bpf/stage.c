@@ -100,6 +100,7 @@ enum watch_flag {
 	W_PAYLOAD = 8,
 	W_DROPPED = 16, // events of this thread were lost just before this hit
 	W_CUDA = 32,
+	W_KEPT = 64, // a return whose frame outlives it: no count changed (kept_return)
 };
 
 struct watch_event {
@@ -558,7 +559,7 @@ __noinline int frames_running(u64 ts, u64 code, int exit)
 }
 
 // watch_header fills what every hit reports; flags: W_DROPPED or 0.
-static __always_inline void watch_header(struct watch_event *e, struct watch *w, struct watch_ctx *ctx, u64 addr, u64 pid_tgid, u8 flags)
+static __always_inline void watch_header(struct watch_event *e, struct watch *w, u64 ip, u64 addr, u64 pid_tgid, u8 flags)
 {
 	e->boot_ns = bpf_ktime_get_boot_ns();
 	e->pid = pid_tgid >> 32;
@@ -571,7 +572,7 @@ static __always_inline void watch_header(struct watch_event *e, struct watch *w,
 	e->refcnt = 0;
 	if (bpf_probe_read_user(&e->refcnt, sizeof(u64), (void *)addr))
 		e->flags |= W_REFCNT_FAILED;
-	e->ip = ctx->regs.ip;
+	e->ip = ip;
 	// Which object: after a watch moves to a new code object of the same
 	// site, events still queued from the old one must be told apart.
 	e->addr = addr;
@@ -597,14 +598,14 @@ static __always_inline void watch_header(struct watch_event *e, struct watch *w,
 		__builtin_memset(&e->cuda, 0, sizeof(e->cuda));
 }
 
-// watch_fields reads, at a pop, the site's fields into the payload and sends
-// the hit with them. It runs as a tail call of watch_hit, so that its chain
-// of calls (a field, each item, each step, a dict lookup, a key) has the
-// whole 512 bytes of stack that kernels before 6.13 give a program and the
-// calls it makes together; watch_hit has written the hit's header into the
-// scratch and said what to read there.
-SEC("perf_event")
-int watch_fields(struct watch_ctx *ctx)
+// send_fields reads, at a pop, the site's fields into the payload and sends
+// the hit with them. It runs in a tail call of the program that took the
+// hit (watch_fields, kept_fields), so that its chain of calls (a field, each
+// item, each step, a dict lookup, a key) has the whole 512 bytes of stack
+// that kernels before 6.13 give a program and the calls it makes together;
+// the hit's program has written its header into the scratch and said what
+// to read there.
+static __always_inline int send_fields(void)
 {
 	struct pyscratch *s = scratch();
 	if (!s)
@@ -644,6 +645,12 @@ int watch_fields(struct watch_ctx *ctx)
 	return 0;
 }
 
+SEC("perf_event")
+int watch_fields(struct watch_ctx *ctx)
+{
+	return send_fields();
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
@@ -658,7 +665,7 @@ struct {
 // arguments), the reading of the site's fields and hands the hit to
 // watch_fields, which sends it; it returns (and the caller sends the bare
 // hit) where the site reads nothing, or the tail call fails.
-static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames, u32 push)
+static __always_inline void watch_read(void *ctx, void *tail, u64 ip, struct watch *w, u64 addr, u64 pid_tgid, u8 flags, int frames, u32 push)
 {
 	struct pylayout *L = layout();
 	struct pyprog *p = prog_of(w->site);
@@ -666,7 +673,7 @@ static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u
 	if (!L || !L->enabled || !p || !p->nfields || !s || (push && !p->push))
 		return;
 	struct watch_event *e = (struct watch_event *)s->buf;
-	watch_header(e, w, ctx, addr, pid_tgid, flags);
+	watch_header(e, w, ip, addr, pid_tgid, flags);
 	if (frames >= 0) {
 		e->flags |= W_FRAMES;
 		e->frames = frames;
@@ -684,7 +691,7 @@ static __always_inline void watch_read(struct watch_ctx *ctx, struct watch *w, u
 	s->frame = s->caller = 0;
 	for (int i = 0; i < PY_MAX_NAMES; i++)
 		s->keyptr[i] = 0;
-	bpf_tail_call(ctx, &watch_tail, 0);
+	bpf_tail_call(ctx, tail, 0);
 }
 
 SEC("perf_event")
@@ -704,15 +711,15 @@ int watch_hit(struct watch_ctx *ctx)
 	int frames = frames_running(ts, addr, now < last);
 	u8 lost = take_drops(0xffffffff) ? W_DROPPED : 0;
 	if (now < last && now > 0)
-		watch_read(ctx, w, addr, id, lost, frames, 0);
+		watch_read(ctx, &watch_tail, ctx->regs.ip, w, addr, id, lost, frames, 0);
 	else if (now > last && last > 0)
-		watch_read(ctx, w, addr, id, lost, frames, 1);
+		watch_read(ctx, &watch_tail, ctx->regs.ip, w, addr, id, lost, frames, 1);
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
 	if (!e) {
 		count_drop();
 		return 0;
 	}
-	watch_header(e, w, ctx, addr, id, lost);
+	watch_header(e, w, ctx->regs.ip, addr, id, lost);
 	if (frames >= 0) {
 		e->flags |= W_FRAMES;
 		e->frames = frames;
@@ -728,6 +735,111 @@ int watch_hit(struct watch_ctx *ctx)
 	bpf_ringbuf_submit(e, flags);
 	return 0;
 }
+
+// Python 3.10 and 3.11: a call whose frame outlives it (a traceback kept,
+// sys._getframe(), a thread holding sys._current_frames()) writes nothing to
+// its code object's count as it returns: the frame object takes the
+// frame's reference over, and drops it only when it dies. kept_return is a
+// uprobe where the interpreter hands a returning frame to its frame object
+// (loader/keptreturn.go finds the place and the register holding the
+// frame): a frame of watched code there makes the hit its pop would have
+// made, flagged W_KEPT, with the values the pop would have read.
+enum kept_reg {
+	KEPT_SI,
+	KEPT_BX,
+	KEPT_BP,
+	KEPT_R12,
+	KEPT_R13,
+	KEPT_R14,
+	KEPT_R15,
+};
+
+struct kept_config {
+	u32 reg; // enum kept_reg
+	u32 enabled;
+};
+
+const enum kept_reg *unused_kept_reg __attribute__((unused));
+const struct kept_config *unused_kept_config __attribute__((unused));
+
+// The programs themselves are built by kept.c, which includes this file
+// with KEPT_RETURN defined, and loaded apart: verifying kept_fields takes as
+// long as verifying everything else here (loader/keptarm.go).
+#ifdef KEPT_RETURN
+// kept_fields is watch_fields for kept_return, a uprobe (a tail call stays
+// within its program type).
+SEC("uprobe")
+int kept_fields(struct pt_regs *ctx)
+{
+	return send_fields();
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+	__array(values, int(struct pt_regs *));
+} kept_tail SEC(".maps") = {
+	.values = {[0] = (void *)&kept_fields},
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct kept_config);
+} kept_cfg SEC(".maps");
+
+// kept_frame reads the register reg names, copied out of ctx first (a ctx
+// access at a computed offset is refused, as in load_regs).
+static __always_inline u64 kept_frame(struct pt_regs *ctx, u32 reg)
+{
+	u64 r[KEPT_R15 + 1] = {ctx->si, ctx->bx, ctx->bp, ctx->r12, ctx->r13, ctx->r14, ctx->r15};
+	if (reg > KEPT_R15)
+		return 0;
+	return r[reg];
+}
+
+SEC("uprobe")
+int kept_return(struct pt_regs *ctx)
+{
+	u32 zero = 0;
+	struct kept_config *k = bpf_map_lookup_elem(&kept_cfg, &zero);
+	struct pyframe_layout *c = bpf_map_lookup_elem(&pyframes, &zero);
+	if (!k || !k->enabled || !c || !c->enabled)
+		return 0;
+	u64 frame = kept_frame(ctx, k->reg), code = 0;
+	if (!frame || bpf_probe_read_user(&code, sizeof(code), (void *)(frame + c->frame_code)))
+		return 0;
+	code &= ~c->code_tag_bits;
+	struct watch *w = bpf_map_lookup_elem(&watches, &code);
+	if (!w)
+		return 0; // not a stage: the common case
+	u64 id = bpf_get_current_pid_tgid();
+	if (w->tgid && (u32)(id >> 32) != w->tgid)
+		return 0;
+	int frames = frames_running(thread_state((u32)id), code, 1);
+	u8 lost = (take_drops(0xffffffff) ? W_DROPPED : 0) | W_KEPT;
+	// The frame is intact here, and where a pop reads it: on 3.11 still on
+	// the thread's stack, on 3.10 its arguments still on its caller's.
+	watch_read(ctx, &kept_tail, ctx->ip, w, code, id, lost, frames, 0);
+	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	watch_header(e, w, ctx->ip, code, id, lost);
+	if (frames >= 0) {
+		e->flags |= W_FRAMES;
+		e->frames = frames;
+	}
+	u64 flags = (w->wake & WAKE_EXIT) ? BPF_RB_FORCE_WAKEUP : wakeup_flags(sizeof(*e));
+	bpf_ringbuf_submit(e, flags);
+	return 0;
+}
+
+#endif
 
 // Programs that do nothing: the baseline `make bench` compares against.
 SEC("uprobe")

@@ -62,6 +62,24 @@ type StageEventStr struct {
 	Str [32]int8
 }
 
+type StageKeptConfig struct {
+	_       structs.HostLayout
+	Reg     uint32
+	Enabled uint32
+}
+
+type StageKeptReg uint32
+
+const (
+	StageKeptRegKEPT_SI  StageKeptReg = 0
+	StageKeptRegKEPT_BX  StageKeptReg = 1
+	StageKeptRegKEPT_BP  StageKeptReg = 2
+	StageKeptRegKEPT_R12 StageKeptReg = 3
+	StageKeptRegKEPT_R13 StageKeptReg = 4
+	StageKeptRegKEPT_R14 StageKeptReg = 5
+	StageKeptRegKEPT_R15 StageKeptReg = 6
+)
+
 type StageKind uint32
 
 const (
@@ -425,6 +443,7 @@ const (
 	StageWatchFlagW_PAYLOAD       StageWatchFlag = 8
 	StageWatchFlagW_DROPPED       StageWatchFlag = 16
 	StageWatchFlagW_CUDA          StageWatchFlag = 32
+	StageWatchFlagW_KEPT          StageWatchFlag = 64
 )
 
 // Names of all BPF objects in the ELF.
@@ -468,6 +487,8 @@ const (
 	StageVarUnusedEventCuda     = "unused_event_cuda"
 	StageVarUnusedEventExt      = "unused_event_ext"
 	StageVarUnusedEventStr      = "unused_event_str"
+	StageVarUnusedKeptConfig    = "unused_kept_config"
+	StageVarUnusedKeptReg       = "unused_kept_reg"
 	StageVarUnusedKind          = "unused_kind"
 	StageVarUnusedPyArgkind     = "unused_py_argkind"
 	StageVarUnusedPyErr         = "unused_py_err"
@@ -575,6 +596,8 @@ type StageVariableSpecs struct {
 	UnusedEventCuda   *ebpf.VariableSpec `ebpf:"unused_event_cuda"`
 	UnusedEventExt    *ebpf.VariableSpec `ebpf:"unused_event_ext"`
 	UnusedEventStr    *ebpf.VariableSpec `ebpf:"unused_event_str"`
+	UnusedKeptConfig  *ebpf.VariableSpec `ebpf:"unused_kept_config"`
+	UnusedKeptReg     *ebpf.VariableSpec `ebpf:"unused_kept_reg"`
 	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedPyArgkind   *ebpf.VariableSpec `ebpf:"unused_py_argkind"`
 	UnusedPyErr       *ebpf.VariableSpec `ebpf:"unused_py_err"`
@@ -659,6 +682,8 @@ type StageVariables struct {
 	UnusedEventCuda   *ebpf.Variable `ebpf:"unused_event_cuda"`
 	UnusedEventExt    *ebpf.Variable `ebpf:"unused_event_ext"`
 	UnusedEventStr    *ebpf.Variable `ebpf:"unused_event_str"`
+	UnusedKeptConfig  *ebpf.Variable `ebpf:"unused_kept_config"`
+	UnusedKeptReg     *ebpf.Variable `ebpf:"unused_kept_reg"`
 	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedPyArgkind   *ebpf.Variable `ebpf:"unused_py_argkind"`
 	UnusedPyErr       *ebpf.Variable `ebpf:"unused_py_err"`

@@ -31,6 +31,9 @@ type Options struct {
 	// CUDALaunches counts kernel and graph launches too.
 	CUDA         *CUDATarget
 	CUDALaunches bool
+	// NoKeptReturn leaves kept_return (keptarm.go) unarmed, for
+	// bench/pywatch's side-by-side cost only.
+	NoKeptReturn bool
 }
 
 // Session is a set of armed probes on one process.
@@ -59,6 +62,11 @@ type Session struct {
 	// records the ring stepped over) until an event of the thread carries
 	// the count (Event.Dropped).
 	dropNotes map[uint32]uint32
+	// KeptFrames says how the end of a Python call whose frame outlives
+	// it is seen (3.10, 3.11; keptarm.go), "" where that needs nothing.
+	KeptFrames string
+	opts       Options
+	kept       *keptObjects // loaded for a Python 3.10 or 3.11 target (keptarm.go)
 	// OnCodeFreed, when set, is called (from Run's goroutine) when a
 	// watched Python code object is freed.
 	OnCodeFreed func(site int)
@@ -94,6 +102,7 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.Multi = !opts.NoMulti && features.HaveBPFLinkUprobeMulti() == nil
+	s.opts = opts
 	if err := s.arm(); err != nil {
 		s.Close()
 		return nil, err
@@ -120,33 +129,36 @@ func sessionSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	return spec, configureSpec(spec, opts)
+}
+
+// configureSpec sets spec's constants and sizes for opts: stage.c's, or
+// kept.c's, whose maps must match the session's to be replaced by them.
+func configureSpec(spec *ebpf.CollectionSpec, opts Options) error {
 	if opts.RingBytes > 0 {
 		spec.Maps["events"].MaxEntries = opts.RingBytes
 	}
 	if opts.WakeupBytes > 0 {
 		if opts.WakeupBytes&(opts.WakeupBytes-1) != 0 {
-			return nil, fmt.Errorf("wakeup bytes %d: want a power of 2", opts.WakeupBytes)
+			return fmt.Errorf("wakeup bytes %d: want a power of 2", opts.WakeupBytes)
 		}
 		if err := spec.Variables["wakeup_bytes"].Set(opts.WakeupBytes); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.BenchOmit != 0 {
 		if err := spec.Variables["bench_omit"].Set(opts.BenchOmit); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if opts.CUDA != nil {
-		if err := spec.Variables["cuda_on"].Set(uint32(1)); err != nil {
-			return nil, err
-		}
-	} else {
-		// An LRU hash is allocated whole at load, and charged to the
-		// daemon's memory cgroup: a target without CUDA gets one entry,
-		// not the 16384 threads' worth (~2 MiB) of one that has it.
-		spec.Maps["cuda_threads"].MaxEntries = 1
+		return spec.Variables["cuda_on"].Set(uint32(1))
 	}
-	return spec, nil
+	// An LRU hash is allocated whole at load, and charged to the daemon's
+	// memory cgroup: a target without CUDA gets one entry, not the 16384
+	// threads' worth (~2 MiB) of one that has it.
+	spec.Maps["cuda_threads"].MaxEntries = 1
+	return nil
 }
 
 func explainLoadError(err error) error {
@@ -288,6 +300,9 @@ func (s *Session) Close() error {
 	}
 	for _, l := range s.links {
 		errs = append(errs, l.Close())
+	}
+	if s.kept != nil {
+		errs = append(errs, s.kept.Close())
 	}
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())

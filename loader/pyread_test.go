@@ -369,7 +369,8 @@ func TestWatchDecoder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var n Namer = sym
 			if tc.stripped {
-				n = names{}
+				// Debian's 3.11: .dynsym names the eval loop, nothing static.
+				n = names{evalLoop: sym[evalLoop]}
 			}
 			d := newWatchDecoder(n)
 			d.frameObjectOwnsCode = tc.owns
@@ -499,5 +500,59 @@ func TestPyErrText(t *testing.T) {
 	}
 	if len(named) < 10 {
 		t.Errorf("enum py_err has %d values in the BTF: the generated enums are not the C's", len(named))
+	}
+}
+
+// Frames kept past their return (3.10, 3.11): kept_return's hit ends the
+// call with no change of the count, and the frame's later death drops the
+// reference in frame_dealloc, which is no call's end.
+func TestWatchDecoderKept(t *testing.T) {
+	const (
+		push = iota + 1
+		pop
+		keptAt
+		dealloc
+	)
+	sym := names{push: "_PyEvalFramePushAndInit+0x30", pop: "_PyFrame_Clear+0x98", keptAt: "_PyFrame_Clear+0x116", dealloc: "frame_dealloc+0x20"}
+	type hit struct {
+		refcnt uint64
+		ip     uint64
+		frames int // frames of the code on the stack, times 2, +1 if the innermost; -1: not counted
+		kept   bool
+		want   Hit
+	}
+	for _, tc := range []struct {
+		name  string
+		py311 bool
+		hits  []hit
+	}{
+		{"3.11: kept frame ends at kept_return; its frame_dealloc, while the next call is innermost, is no end", true, []hit{
+			{11, push, -1, false, HitEntry}, {11, keptAt, 1, true, HitExit},
+			{12, push, -1, false, HitEntry}, {11, dealloc, 3, false, HitIgnored}, {10, pop, 1, false, HitExit}}},
+		{"3.10: kept frame ends at kept_return; freed while the next call runs, no pop", false, []hit{
+			{11, push, -1, false, HitEntry}, {11, keptAt, 0, true, HitExit},
+			{12, push, -1, false, HitEntry}, {11, dealloc, 2, false, HitIgnored}, {10, dealloc, 0, false, HitExit}}},
+		{"3.10: kept frame freed between calls, no pop", false, []hit{
+			{11, push, -1, false, HitEntry}, {11, keptAt, 0, true, HitExit}, {10, dealloc, 0, false, HitIgnored}}},
+		{"a kept_return hit for a recursive call's inner frame leaves the outer open", false, []hit{
+			{11, push, -1, false, HitEntry}, {12, push, -1, false, HitEntry}, {12, keptAt, 2, true, HitExit}, {11, dealloc, 0, false, HitExit}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newWatchDecoder(sym)
+			d.popsCurrentFrame, d.keptDealloc = tc.py311, tc.py311
+			d.watch(3, 0x5000, 10)
+			for i, h := range tc.hits {
+				w := &bpf.StageWatchEvent{Site: 3, Tid: 7, Addr: 0x5000, Refcnt: h.refcnt, Ip: h.ip}
+				if h.frames >= 0 {
+					w.Flags, w.Frames = wFrames, uint8(h.frames)
+				}
+				if h.kept {
+					w.Flags |= wKept
+				}
+				if got := d.classify(w); got != h.want {
+					t.Errorf("hit %d (count %d at %s): %d, want %d", i, h.refcnt, sym[h.ip], got, h.want)
+				}
+			}
+		})
 	}
 }

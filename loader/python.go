@@ -237,6 +237,9 @@ func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 	if err := s.setFrameLayout(proc.Layout(), sym); err != nil {
 		return err
 	}
+	if len(targets) > 0 && !s.opts.NoKeptReturn {
+		s.armKeptReturns(proc)
+	}
 	compiled := false
 	for _, t := range targets {
 		compiled = compiled || t.Program != nil

@@ -13,8 +13,9 @@ import (
 	"github.com/specprobe/specprobe/bpf"
 )
 
-// VerifyPrograms loads every BPF program attach and the daemon load, in
-// each variant they are loaded in (the stage programs without and with the
+// VerifyPrograms loads every BPF program attach and the daemon load (and
+// kept.c's, on the stage programs' maps, as a Python 3.10 or 3.11 target
+// gets them), in each variant they are loaded in (the stage programs without and with the
 // CUDA counters, which the verifier checks as different code), and unloads
 // them. The kernel's verifier is the only judge of whether a program loads:
 // a feature check that passes says nothing of a program the verifier then
@@ -35,7 +36,14 @@ func VerifyPrograms() error {
 		if err := spec.LoadAndAssign(&objs, nil); err != nil {
 			return verifierError(err)
 		}
+		kept, err := loadKept(&objs.StageMaps, opts)
+		if err == nil {
+			kept.Close()
+		}
 		objs.Close()
+		if err != nil {
+			return err
+		}
 	}
 	var execs bpf.ExecObjects
 	if err := bpf.LoadExecObjects(&execs, nil); err != nil {

@@ -43,7 +43,12 @@ type watchDecoder struct {
 	frameObjectOwnsCode bool
 	// Python 3.11 pops a frame while it is still the current one.
 	popsCurrentFrame bool
-	Ignored          uint64 // hits that were no call
+	// On 3.11 with kept_return armed (keptarm.go), which reports the
+	// returns of calls whose frame outlives them: only such a frame's
+	// object drops a code reference in frame_dealloc, so that drop is no
+	// call's end. (On 3.10 frame_dealloc is every call's pop.)
+	keptDealloc bool
+	Ignored     uint64 // hits that were no call
 }
 
 type watchKey struct {
@@ -78,18 +83,22 @@ func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
 	if !known || w.Addr != d.addr[site] {
 		return HitStale // disarmed (the code object was freed), or queued from one since replaced
 	}
-	val := w.Refcnt
-	d.refcnt[site] = val
-	if val == 0 {
-		// Freed: its memory will be reused, and writes there mean nothing.
-		return HitFreed
-	}
-	if val == last {
-		return HitIgnored
-	}
-	exit := val < last
 	k := watchKey{site, w.Tid}
-	c := d.ipClass(w.Ip)
+	exit, c := true, ipPop
+	if w.Flags&wKept == 0 {
+		val := w.Refcnt
+		d.refcnt[site] = val
+		if val == 0 {
+			// Freed: its memory will be reused, and writes there mean nothing.
+			return HitFreed
+		}
+		if val == last {
+			return HitIgnored
+		}
+		exit, c = val < last, d.ipClass(w.Ip)
+	}
+	// else the return of a call whose frame outlives it (kept_return):
+	// a pop that wrote nothing.
 	if d.otherReference(w, k, c, exit) {
 		d.Ignored++
 		return HitIgnored
@@ -152,6 +161,7 @@ const (
 	wPayload      = uint8(bpf.StageWatchFlagW_PAYLOAD)
 	wDropped      = uint8(bpf.StageWatchFlagW_DROPPED) // events of the thread were lost just before this hit
 	wCUDA         = uint8(bpf.StageWatchFlagW_CUDA)    // the thread's CUDA counters are in the record
+	wKept         = uint8(bpf.StageWatchFlagW_KEPT)    // a return whose frame outlives it (kept_return)
 )
 
 // otherReference tells, from the frames of the function watch_hit counted
@@ -214,7 +224,7 @@ func (d *watchDecoder) ipClass(ip uint64) ipClass {
 	if !ok {
 		c = ipUnknown
 		if d.namer != nil {
-			c = classifyIP(d.namer.Name(ip), d.frameObjectOwnsCode)
+			c = classifyIP(d.namer.Name(ip), d.frameObjectOwnsCode || d.keptDealloc)
 		}
 		d.ipClasses[ip] = c
 	}

@@ -156,6 +156,9 @@ func (p *pySession) describe(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "  python %s\n", p.proc.Version())
+	if p.sess != nil && p.sess.KeptFrames != "" {
+		fmt.Fprintf(w, "  %-12s %s\n", "kept frames", p.sess.KeptFrames)
+	}
 	for _, t := range p.targets {
 		fmt.Fprintf(w, "  %-12s %s.%s (%s:%d) code object %#x, watched on every thread\n",
 			t.Stage.Name, t.Stage.Module, t.Stage.Qualname, t.Code.Filename, t.Code.FirstLine, t.Code.Addr)
