@@ -55,3 +55,15 @@ func classifyIP(name string, frameObjectOwnsCode bool) ipClass {
 	}
 	return ipOther
 }
+
+// namesPops tells whether n names a function where frames are popped: a
+// full symbol table, or Debian trixie's 3.13, which exports
+// _PyEval_FrameClearAndPop. Debian's 3.11 names none.
+func namesPops(n Namer) bool {
+	for _, fn := range framePop {
+		if n.Has(fn) {
+			return true
+		}
+	}
+	return false
+}

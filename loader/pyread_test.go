@@ -360,6 +360,8 @@ func TestWatchDecoder(t *testing.T) {
 			[]hit{{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
 		{"stripped: an unnamed +1 while the function runs is a reference", true, true,
 			[]hit{{11, unnamed, 0, HitEntry}, {12, unnamed, 2, HitIgnored}, {11, unnamed, 3, HitIgnored}, {10, unnamed, 0, HitExit}}},
+		{"stripped: f.__code__ taken by unnamed code outside a call, and dropped by a frame's clear after the eval loop's own pair: withdrawn", true, true,
+			[]hit{{11, unnamed, 0, HitEntry}, {12, evalLoop, 0, HitEntry}, {11, evalLoop, 0, HitCancel}, {10, unnamed, 0, HitCancel}, {11, unnamed, 0, HitEntry}, {10, unnamed, 0, HitExit}}},
 		{"a pop lost to a full ring: the frames bring the open count down, so a reference dropped while the next call runs is still no pop", true, false,
 			[]hit{{11, push, -1, HitEntry}, {12, push, -1, HitEntry}, {10, pop, 0, HitExit},
 				{11, push, -1, HitEntry}, {12, getCode, 2, HitIgnored}, {11, pop, 2, HitIgnored}, {10, pop, 0, HitExit}}},
@@ -551,6 +553,43 @@ func TestWatchDecoderKept(t *testing.T) {
 				}
 				if got := d.classify(w); got != h.want {
 					t.Errorf("hit %d (count %d at %s): %d, want %d", i, h.refcnt, sym[h.ip], got, h.want)
+				}
+			}
+		})
+	}
+}
+
+// Where the interpreter names its frame pops (Debian trixie's 3.13 exports
+// that function, and pushes in unnamed code too), a -1 from code without a
+// name is no pop: a watchdog thread's f.f_code, taken and dropped by
+// unnamed code, was taken for calls.
+func TestWatchDecoderUnnamed(t *testing.T) {
+	const (
+		pop = iota + 1
+		evalLoop
+		unnamed
+	)
+	trixie := names{pop: "_PyEval_FrameClearAndPop+0xa6", evalLoop: "_PyEval_EvalFrameDefault+0xf1"}
+	debian := names{evalLoop: "_PyEval_EvalFrameDefault+0xf1"}
+	for _, tc := range []struct {
+		name  string
+		n     names
+		ips   []uint64
+		wants []Hit
+	}{
+		{"pops named: an unnamed -1 withdraws the unnamed +1; a named pop ends a call pushed by unnamed code", trixie,
+			[]uint64{unnamed, unnamed, unnamed, pop}, []Hit{HitEntry, HitCancel, HitEntry, HitExit}},
+		{"pops unnamed (Debian's 3.11): unnamed code is trusted", debian,
+			[]uint64{unnamed, unnamed, unnamed, unnamed}, []Hit{HitEntry, HitExit, HitEntry, HitExit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newWatchDecoder(tc.n)
+			d.frameObjectOwnsCode = true
+			d.watch(3, 0x5000, 10)
+			for i, ip := range tc.ips {
+				w := &bpf.StageWatchEvent{Site: 3, Tid: 7, Addr: 0x5000, Refcnt: uint64(11 - i%2), Ip: ip, Flags: wFrames}
+				if got := d.classify(w); got != tc.wants[i] {
+					t.Errorf("hit %d (at %q): %d, want %d", i, tc.n[ip], got, tc.wants[i])
 				}
 			}
 		})

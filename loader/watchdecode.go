@@ -48,6 +48,7 @@ type watchDecoder struct {
 	// object drops a code reference in frame_dealloc, so that drop is no
 	// call's end. (On 3.10 frame_dealloc is every call's pop.)
 	keptDealloc bool
+	popsNamed   uint8  // namesPops: 0 not asked yet, 1 no, 2 yes
 	Ignored     uint64 // hits that were no call
 }
 
@@ -96,10 +97,25 @@ func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
 			return HitIgnored
 		}
 		exit, c = val < last, d.ipClass(w.Ip)
+		if exit && c == ipUnknown && d.namesPops() {
+			// Where the frame pops have names, code without one pops no
+			// frame. Debian trixie's 3.13 exports its pop function (and
+			// pushes in unnamed code too): f.f_code taken and dropped by
+			// unnamed code on a watchdog thread was taken for calls.
+			c = ipOther
+		}
 	}
 	// else the return of a call whose frame outlives it (kept_return):
 	// a pop that wrote nothing.
 	if d.otherReference(w, k, c, exit) {
+		if exit && d.open[k] == 0 && d.tentative[k] > 0 {
+			// An entry taken for a push (on a stripped interpreter every
+			// +1 is tentative) was proven no call since: the frames
+			// brought the open count below it. This drops a reference
+			// while no call runs: the one that entry took, withdrawn.
+			d.tentative[k]--
+			return HitCancel
+		}
 		d.Ignored++
 		return HitIgnored
 	}
@@ -207,6 +223,17 @@ func (d *watchDecoder) popDepth(w *bpf.StageWatchEvent) int {
 		return 0
 	}
 	return d.framesRunning(w, true) + 1
+}
+
+// namesPops is pyframes.go's namesPops of the decoder's namer, asked once.
+func (d *watchDecoder) namesPops() bool {
+	if d.popsNamed == 0 {
+		d.popsNamed = 1
+		if d.namer != nil && namesPops(d.namer) {
+			d.popsNamed = 2
+		}
+	}
+	return d.popsNamed == 2
 }
 
 // inEvalLoop tells whether ip is in the interpreter's eval loop.
