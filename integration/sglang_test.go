@@ -160,6 +160,31 @@ func TestRealWorldLoop(t *testing.T) {
 	}
 }
 
+// TestKeptFramesOff: with --kept-frames=false (tracer.Config.NoKeptFrames)
+// a 3.10 or 3.11 call whose frame is kept past its return is not seen to
+// end there: it is cut when its thread shows it over (every 4th verify and
+// draft call under --hold-frame). The control for TestSGLangCaveats, whose
+// calls all end at their return with kept_return armed.
+func TestKeptFramesOff(t *testing.T) {
+	spec, script := pyTarget(t, "sglang", "run_sglang.py")
+	for _, py := range []string{testinterp.Py310, testinterp.Py311} {
+		t.Run(testinterp.Name(py), func(t *testing.T) {
+			cmd, _ := startPyTarget(t, script, py, "--hold-frame")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, _ := traceRun(t, ctx, tracer.Config{PID: cmd.Process.Pid, Spec: spec, NoKeptFrames: true},
+				func() { _ = cmd.Process.Signal(syscall.SIGUSR1) })
+			if !res.TargetExited {
+				t.Errorf("session ended with %q, want the target's exit", res.Reason)
+			}
+			if res.Stats.CutExitMissed == 0 {
+				t.Errorf("no call cut: %+v", res.Stats)
+			}
+			assertNoProbesLeft(t)
+		})
+	}
+}
+
 // requireCallsLogged checks that the builder saw as many calls of each
 // stage as the target logged (the decode ones: the spec traces
 // _draft_extend_for_decode), every one with its exit, none in a step naming

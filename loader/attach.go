@@ -31,8 +31,8 @@ type Options struct {
 	// CUDALaunches counts kernel and graph launches too.
 	CUDA         *CUDATarget
 	CUDALaunches bool
-	// NoKeptReturn leaves kept_return (keptarm.go) unarmed, for
-	// bench/pywatch's side-by-side cost only.
+	// NoKeptReturn leaves kept_return (keptarm.go) unarmed: attach's
+	// --kept-frames=false, and bench/pywatch's side-by-side cost.
 	NoKeptReturn bool
 }
 

@@ -25,6 +25,10 @@ func (s *Session) armKeptReturns(proc *pyproc.Process) {
 	if _, ok := keptFuncs[minor]; !ok {
 		return
 	}
+	if s.opts.NoKeptReturn {
+		s.KeptFrames = keptWhat + " is cut when its thread shows it over, not ended at its return: --kept-frames=false"
+		return
+	}
 	m, err := s.interpMapping(proc.Path)
 	var k KeptReturn
 	if err == nil {

@@ -237,7 +237,7 @@ func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 	if err := s.setFrameLayout(proc.Layout(), sym); err != nil {
 		return err
 	}
-	if len(targets) > 0 && !s.opts.NoKeptReturn {
+	if len(targets) > 0 {
 		s.armKeptReturns(proc)
 	}
 	compiled := false

@@ -83,6 +83,9 @@ type Config struct {
 	// attributes); NoCUDALaunches probes its syncs only (tracer/cuda.go).
 	NoCUDA         bool
 	NoCUDALaunches bool
+	// NoKeptFrames leaves kept_return unarmed on Python 3.10 and 3.11
+	// (loader/keptarm.go): it costs every frame that outlives its return.
+	NoKeptFrames bool
 }
 
 // DefaultFlushTimeout is FlushTimeout's default.

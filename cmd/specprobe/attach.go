@@ -38,6 +38,7 @@ type attachOpts struct {
 	flush        time.Duration
 	noCUDA       bool
 	cudaLaunches bool
+	keptFrames   bool
 	cmdline      string
 	anyRank      bool
 	queueMemory  string
@@ -78,6 +79,7 @@ func (o *attachOpts) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.anyRank, "any-rank", false, "trace the process even if it is not the rank its spec traces (match.ranks): its spans repeat those of the traced rank")
 	f.BoolVar(&o.noCUDA, "no-cuda", false, "do not probe the CUDA driver (libcuda.so.1) for the time each stage blocked on the GPU and what it launched")
 	f.BoolVar(&o.cudaLaunches, "cuda-launches", true, "count kernel and graph launches in the CUDA driver (false: probe its syncs only)")
+	f.BoolVar(&o.keptFrames, "kept-frames", true, "Python 3.10, 3.11: end a stage call whose frame outlives its return (kept traceback, sys._getframe(), a watchdog holding sys._current_frames()) at that return, with a uprobe that costs about 1.5 µs for every Python frame that outlives its return, stage or not (an exception raised through a function is one); false: such a call is cut when its thread shows it over")
 	f.StringVar(&o.cmdline, "command-line", "off", "put the target's command line on the spans as process.command_line: off, redacted (secrets in flags, variables, headers, URLs and JSON values replaced; README) or full")
 	f.StringVar(&o.queueMemory, "queue-memory", DefaultQueueMemory, "bytes of spans each exporter may hold while it waits on its output, e.g. 64MiB (past them, and past 65536 spans, spans are dropped and counted, never the target slowed)")
 	f.StringVar(&o.ringBuffer, "ring-buffer", "4MiB", "the kernel's ring buffer of events, a power of 2 from 4KiB to 1GiB (locked kernel memory): a larger one loses fewer events while specprobe is descheduled or a burst comes; what is lost is counted and the calls it leaves open are cut")
@@ -140,7 +142,7 @@ func (o *attachOpts) run(cmd *cobra.Command) error {
 	cfg := tracer.Config{
 		PID: o.pid, Spec: spec, SkipEndbr: !o.noSkip, NoMulti: o.noMulti, Duration: o.duration,
 		Exporters: exps, Log: os.Stderr, RequestIdle: o.idle, ImportWait: o.wait,
-		FlushTimeout: o.flush, CommandLine: cmdMode, NoCUDA: o.noCUDA, NoCUDALaunches: !o.cudaLaunches,
+		FlushTimeout: o.flush, CommandLine: cmdMode, NoCUDA: o.noCUDA, NoCUDALaunches: !o.cudaLaunches, NoKeptFrames: !o.keptFrames,
 		RingBytes: ring,
 	}
 	for range exps {
