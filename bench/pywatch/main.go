@@ -52,7 +52,7 @@ type config struct {
 	py    string // interpreter key: "main" or "usdt"
 	name  string
 	mode  string // workload mode: plain or span
-	probe string // "", "specprobe", "specprobe-requests", "specprobe-requests-nopush", "bare-watch" or "usdt"
+	probe string // "", "specprobe", "specprobe-requests", "specprobe-requests-nopush", "specprobe-nokept", "bare-watch" or "usdt"
 }
 
 // batchSizes are the batches a stage with requests is measured at: its
@@ -72,6 +72,11 @@ var allConfigs = []config{
 	{"usdt", "specprobe (watchpoint + watch_hit + reader)", "plain", "specprobe"},
 	{"usdt", "bare watchpoint (empty program)", "plain", "bare-watch"},
 	{"usdt", "USDT python:function__return (empty program)", "plain", "usdt"},
+	// What kept_return costs (3.10, 3.11): it fires for every frame that
+	// outlives its return, here each unrelated call's, raising.
+	{"usdt", "untraced, each unrelated call raising", "raise", ""},
+	{"usdt", "specprobe, each unrelated call raising", "raise", "specprobe"},
+	{"usdt", "specprobe without kept_return, each unrelated call raising", "raise", "specprobe-nokept"},
 }
 
 // result is one run of the workload.
@@ -236,7 +241,7 @@ func measure(c config) (result, error) {
 
 	// The untraced runs around it use the same batch.
 	ref := "plain"
-	if strings.HasPrefix(c.mode, "plain") {
+	if strings.HasPrefix(c.mode, "plain") || c.mode == "raise" {
 		ref = c.mode
 	}
 	before, err := phase(ref)
@@ -246,8 +251,10 @@ func measure(c config) (result, error) {
 	var closer io.Closer
 	var events func() (float64, float64, string)
 	switch c.probe {
-	case "specprobe", "specprobe-requests", "specprobe-requests-nopush":
-		closer, events, err = attachSpecprobe(pid, c.probe != "specprobe", c.probe == "specprobe-requests-nopush")
+	case "specprobe", "specprobe-nokept":
+		closer, events, err = attachSpecprobe(pid, false, false, c.probe == "specprobe-nokept")
+	case "specprobe-requests", "specprobe-requests-nopush":
+		closer, events, err = attachSpecprobe(pid, true, c.probe == "specprobe-requests-nopush", false)
 	case "bare-watch":
 		var code *pyproc.Code
 		var proc *pyproc.Process
@@ -312,7 +319,7 @@ func findStage(pid int) (*pyproc.Code, *pyproc.Process, error) {
 // requests reads them at each call's return, in watch_hit
 // (requests: {arg: batch, id: rid}); the share of calls whose read came
 // back whole is reported.
-func attachSpecprobe(pid int, requests, noPush bool) (io.Closer, func() (float64, float64, string), error) {
+func attachSpecprobe(pid int, requests, noPush, noKept bool) (io.Closer, func() (float64, float64, string), error) {
 	_, proc, err := findStage(pid)
 	if err != nil {
 		return nil, nil, err
@@ -332,7 +339,7 @@ func attachSpecprobe(pid int, requests, noPush bool) (io.Closer, func() (float64
 	if noPush {
 		targets[0].Program.Prog.Push = 0
 	}
-	sess, err := loader.Attach(pid, nil, loader.Options{})
+	sess, err := loader.Attach(pid, nil, loader.Options{NoKeptReturn: noKept})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -584,6 +591,15 @@ func report(configs []config, results map[config][]result, rounds int) {
 		if sc, ok := find(py, "", "span"); ok {
 			fmt.Printf("  added cost per stage call, in-process span:           %.2f µs\n", added(sc))
 			fmt.Printf("  specprobe / in-process span, per stage call:          %.2fx\n", added(sp)/added(sc))
+		}
+		if r, ok := find(py, "specprobe", "raise"); ok {
+			if nk, ok := find(py, "specprobe-nokept", "raise"); ok {
+				fmt.Printf("  unrelated calls/s, each raising, specprobe / untraced: %.3fx; without kept_return: %.3fx\n", ratio(r), ratio(nk))
+				perCall := func(c config) float64 {
+					return med(each(c, func(r result) float64 { return 1e6/r.rate - 1e6/r.refRate }))
+				}
+				fmt.Printf("  kept_return per frame that outlives its return:       %.2f µs  (calls/s %.3fx those without it)\n", perCall(r)-perCall(nk), ratio(r)/ratio(nk))
+			}
 		}
 		if u, ok := find(py, "usdt", "plain"); ok {
 			perCall := med(each(u, func(r result) float64 { return 1e6/r.rate - 1e6/r.refRate }))
