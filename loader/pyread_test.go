@@ -595,3 +595,26 @@ func TestWatchDecoderUnnamed(t *testing.T) {
 		})
 	}
 }
+
+// An entry is tentative where the +1 may be a reference rather than a push
+// (from the eval loop, or from code without a name): the builder withdraws
+// it if no pop ever closes it.
+func TestWatchDecoderTentative(t *testing.T) {
+	const (
+		push = iota + 1
+		evalLoop
+		unnamed
+	)
+	d := newWatchDecoder(names{push: "_PyEvalFramePushAndInit+0x30", evalLoop: "_PyEval_EvalFrameDefault+0x99"})
+	d.frameObjectOwnsCode = true
+	d.watch(3, 0x5000, 10)
+	for i, h := range []struct {
+		ip        uint64
+		tentative bool
+	}{{push, false}, {evalLoop, true}, {unnamed, true}} {
+		w := &bpf.StageWatchEvent{Site: 3, Tid: 7, Addr: 0x5000, Refcnt: uint64(11 + i), Ip: h.ip}
+		if got := d.classify(w); got != HitEntry || d.Tentative != h.tentative {
+			t.Errorf("entry %d: %d, tentative %v; want an entry, tentative %v", i, got, d.Tentative, h.tentative)
+		}
+	}
+}

@@ -216,6 +216,7 @@ func (s *Session) decodeWatch(w *bpf.StageWatchEvent, payload []byte, ev *spanbu
 		return false
 	case HitEntry:
 		*ev = s.watchEvent(w, false)
+		ev.Tentative = s.hits.Tentative
 	case HitExit:
 		*ev = s.watchEvent(w, true)
 		ev.Depth = s.hits.popDepth(w)

@@ -50,6 +50,9 @@ type watchDecoder struct {
 	keptDealloc bool
 	popsNamed   uint8  // namesPops: 0 not asked yet, 1 no, 2 yes
 	Ignored     uint64 // hits that were no call
+	// Tentative says the entry classify last returned is tentative: a call
+	// only once a pop closes it (spanbuilder.Event.Tentative).
+	Tentative bool
 }
 
 type watchKey struct {
@@ -85,6 +88,7 @@ func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
 		return HitStale // disarmed (the code object was freed), or queued from one since replaced
 	}
 	k := watchKey{site, w.Tid}
+	d.Tentative = false
 	exit, c := true, ipPop
 	if w.Flags&wKept == 0 {
 		val := w.Refcnt
@@ -129,6 +133,7 @@ func (d *watchDecoder) classify(w *bpf.StageWatchEvent) Hit {
 		// func_get_code has none on Debian's 3.11, but the eval loop that
 		// drops the reference again is exported and withdraws it).
 		d.tentative[k]++
+		d.Tentative = true
 	case exit && (c == ipOther || c == ipPush):
 		// A reference dropped outside a frame pop: it ends a reference
 		// the eval loop took, not a call; that entry is withdrawn.

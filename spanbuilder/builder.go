@@ -54,6 +54,11 @@ type Event struct {
 	// looked like its entry was not a call (a Python code object
 	// referenced from the eval loop, then released).
 	Cancel bool
+	// Tentative, on an entry, says it is a call only once an exit closes
+	// it (a Python +1 that may be a reference rather than a push: from the
+	// eval loop, or from code without a name): proved over without one,
+	// it is withdrawn, not cut.
+	Tentative bool
 	// Read is what the probe read beyond Values, for the layer between the
 	// loader and the builder (a Python call's fields, read at its exit);
 	// nil for none.
@@ -159,6 +164,7 @@ type openCall struct {
 	requests  []string
 	cuda      CUDACount
 	inner     bool // part of the call it runs in, not a stage call (innerCall)
+	tentative bool // Event.Tentative
 }
 
 type thread struct {
@@ -231,7 +237,7 @@ func (b *Builder) Add(e *Event) {
 			// next step.
 			b.splitStep(e.TID, t)
 		}
-		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests, cuda: e.CUDA})
+		t.open = append(t.open, openCall{site: e.Site, start: e.BootNs, requestID: e.RequestID, values: b.keepValues(e.Values[:e.NValues], nil), requests: e.Requests, cuda: e.CUDA, tentative: e.Tentative})
 		return
 	}
 	if e.Depth > 0 {

@@ -17,7 +17,8 @@ import (
 //     (never recursive) or of a native stage earlier in the step (native
 //     code never runs one inside a later stage's call; Site.Native);
 //   - a Python pop whose frame count (Event.Depth) says the thread runs
-//     fewer calls of the site than the builder holds open;
+//     fewer calls of the site than the builder holds open (one whose entry
+//     was tentative is withdrawn instead: no pop ever made it a call);
 //   - the kernel losing events of its thread (Event.Dropped): every call
 //     the thread has open is cut and its step ends there;
 //   - its age (Expire), for a thread that went quiet;
@@ -71,8 +72,9 @@ func (b *Builder) cutNative(tid uint32, t *thread, site int, at uint64) {
 }
 
 // cutDeeper cuts, at an exit of site with depth calls of it running, the
-// oldest of the site's open calls beyond depth. Which ones lost their exit
-// cannot be told from the events (a recursive call's lost exit looks the
+// oldest of the site's open calls beyond depth; a tentative one is
+// withdrawn instead. Which ones lost their exit cannot be told from the
+// events (a recursive call's lost exit looks the
 // same); the oldest are taken, the case of a stage called once a step.
 func (b *Builder) cutDeeper(tid uint32, t *thread, site, depth int, at uint64) {
 	n := 0
@@ -87,6 +89,15 @@ func (b *Builder) cutDeeper(tid uint32, t *thread, site, depth int, at uint64) {
 			continue
 		}
 		oc := t.open[j]
+		if oc.tentative {
+			// No exit ever made it a call: a reference to the code taken
+			// and held past a call (by a frame that outlived its own),
+			// not a push.
+			t.open = slices.Delete(t.open, j, j+1)
+			b.Stats.Withdrawn++
+			n--
+			continue
+		}
 		if oc.requests == nil && b.sites[site].Batch {
 			// A Python stage reads its requests at its pop, which never
 			// came: it serves none known, not the step's.

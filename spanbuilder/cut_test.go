@@ -47,6 +47,11 @@ func withDrops(e *spanbuilder.Event, n uint32) *spanbuilder.Event {
 	return e
 }
 
+func tentative(e *spanbuilder.Event) *spanbuilder.Event {
+	e.Tentative = true
+	return e
+}
+
 func withDepth(e *spanbuilder.Event, d int, rids ...string) *spanbuilder.Event {
 	e.Depth, e.Requests = d, rids
 	return e
@@ -68,6 +73,7 @@ func TestCutCalls(t *testing.T) {
 		cutMissed uint64
 		cutDrop   uint64
 		unmatched uint64
+		withdrawn uint64
 	}{{
 		name:  "entered before the exit probe was armed",
 		sites: nativeSites,
@@ -190,6 +196,15 @@ func TestCutCalls(t *testing.T) {
 		want:      []string{"b 3: verify 200-250", "c 3: verify 300-350"},
 		cutMissed: 1,
 	}, {
+		name:  "Python: a tentative entry the frames prove no call is withdrawn, not cut",
+		sites: pySites,
+		evs: []*spanbuilder.Event{
+			tentative(enter(100, 3, pyVerify, "")), // a reference held by a frame kept past its call
+			tentative(enter(200, 3, pyVerify, "")), withDepth(exit(250, 3, pyVerify, ""), 1, "b"),
+		},
+		want:      []string{"b 3: verify 200-250"},
+		withdrawn: 1,
+	}, {
 		name:  "Python: a recursive call's pop is no cut",
 		sites: pySites,
 		evs: []*spanbuilder.Event{
@@ -227,9 +242,9 @@ func TestCutCalls(t *testing.T) {
 				t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 			st := b.Stats
-			if st.CutExitMissed != tc.cutMissed || st.CutDropped != tc.cutDrop || st.UnmatchedExits != tc.unmatched {
-				t.Errorf("cut by a missed exit %d, by drops %d, unmatched exits %d; want %d, %d, %d",
-					st.CutExitMissed, st.CutDropped, st.UnmatchedExits, tc.cutMissed, tc.cutDrop, tc.unmatched)
+			if st.CutExitMissed != tc.cutMissed || st.CutDropped != tc.cutDrop || st.UnmatchedExits != tc.unmatched || st.Withdrawn != tc.withdrawn {
+				t.Errorf("cut by a missed exit %d, by drops %d, unmatched exits %d, withdrawn %d; want %d, %d, %d, %d",
+					st.CutExitMissed, st.CutDropped, st.UnmatchedExits, st.Withdrawn, tc.cutMissed, tc.cutDrop, tc.unmatched, tc.withdrawn)
 			}
 		})
 	}
