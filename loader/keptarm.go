@@ -26,7 +26,7 @@ func (s *Session) armKeptReturns(proc *pyproc.Process) {
 		return
 	}
 	if s.opts.NoKeptReturn {
-		s.KeptFrames = keptWhat + " is cut when its thread shows it over, not ended at its return: --kept-frames=false"
+		s.KeptFrames = keptWhat + " is closed when its thread shows it over (cut; withdrawn where its entry was tentative), not at its return: --kept-frames=false"
 		return
 	}
 	m, err := s.interpMapping(proc.Path)
@@ -46,7 +46,7 @@ func (s *Session) armKeptReturns(proc *pyproc.Process) {
 		s.hits.keptDealloc = minor == 11 // see watchDecoder
 		s.KeptFrames = fmt.Sprintf("%s is ended at its return, seen at file offset %#x (in %s)", keptWhat, k.Offset, k.Func)
 	default:
-		s.KeptFrames = fmt.Sprintf("%s is cut when its thread shows it over, not ended at its return: %v", keptWhat, err)
+		s.KeptFrames = fmt.Sprintf("%s is closed when its thread shows it over (cut; withdrawn where its entry was tentative), not at its return: %v", keptWhat, err)
 	}
 }
 
