@@ -222,20 +222,14 @@ func (s *Session) arm() error {
 // begins between the two attaches shows an exit without an entry, which
 // the span builder counts and drops, never an entry whose exit never comes
 // (a uretprobe takes a call's return at its entry, so one armed second
-// would miss the exits of calls entered in between). The kernel takes a path and
-// resolves it itself: it gets /proc/self/fd/N of the file opened and
-// checked here, so that a symlink swapped into the target's tree between
-// that check and the attach cannot put the probes on another file.
+// would miss the exits of calls entered in between). The kernel gets the
+// file opened and checked here (Mapping.executable).
 func (s *Session) armFile(m Mapping, path string, idx []int) error {
-	f, err := m.OpenFile()
+	ex, done, err := m.executable()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-	if err != nil {
-		return err
-	}
+	defer done()
 	if s.Multi {
 		opts := &link.UprobeMultiOptions{PID: uint32(s.PID)}
 		for _, i := range idx {

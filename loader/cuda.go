@@ -124,18 +124,14 @@ func (c *CUDATarget) Describe(launches bool) []string {
 }
 
 // armCUDA attaches the CUDA probes: entry and return on the syncs, entry
-// on the launches (left out when launches is false). Like armFile, the
-// kernel gets the file opened and checked here.
+// on the launches (left out when launches is false). The kernel gets the
+// file opened and checked here (Mapping.executable).
 func (s *Session) armCUDA(t *CUDATarget, launches bool) error {
-	f, err := t.File.OpenFile()
+	ex, done, err := t.File.executable()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-	if err != nil {
-		return err
-	}
+	defer done()
 	var syncs, counted []CUDAProbe
 	for _, p := range t.Probes {
 		switch {

@@ -66,16 +66,11 @@ func (s *Session) interpMapping(path string) (Mapping, error) {
 
 // attachKept attaches kept_return at k in m's file.
 func (s *Session) attachKept(m Mapping, k KeptReturn) error {
-	f, err := m.OpenFile()
+	ex, done, err := m.executable()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	// The file opened and checked here, not its path: see armFile.
-	ex, err := link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-	if err != nil {
-		return err
-	}
+	defer done()
 	if s.kept == nil {
 		if s.kept, err = loadKept(&s.objs.StageMaps, s.opts); err != nil {
 			return err

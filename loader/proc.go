@@ -8,6 +8,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"github.com/cilium/ebpf/link"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,24 @@ func Mappings(pid int) ([]Mapping, error) {
 // OpenFile opens the mapped file itself, so that no symlink or rename in
 // the target's tree can put another file in its place (procfs.OpenMapped).
 func (m Mapping) OpenFile() (*os.File, error) { return procfs.OpenMapped(m.pid, m.first) }
+
+// executable opens the mapped file for uprobes. The kernel takes a path and
+// resolves it itself: it gets /proc/self/fd/N of the file opened and
+// checked here, so that a symlink swapped into the target's tree between
+// that check and the attach cannot put the probes on another file. done
+// closes the file once the probes are attached.
+func (m Mapping) executable() (ex *link.Executable, done func() error, err error) {
+	f, err := m.OpenFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	ex, err = link.OpenExecutable(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return ex, f.Close, nil
+}
 
 // openELF opens a mapped file as an ELF file whose layout has been checked;
 // errors name the file as the process maps it.
