@@ -694,6 +694,23 @@ static __always_inline void watch_read(void *ctx, void *tail, u64 ip, struct wat
 	bpf_tail_call(ctx, tail, 0);
 }
 
+// send_hit sends a hit without values: where the site reads none, or
+// its reads did not start (watch_read returned). force wakes the reader.
+static __always_inline void send_hit(struct watch *w, u64 ip, u64 addr, u64 pid_tgid, u8 flags, int frames, int force)
+{
+	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
+	if (!e) {
+		count_drop();
+		return;
+	}
+	watch_header(e, w, ip, addr, pid_tgid, flags);
+	if (frames >= 0) {
+		e->flags |= W_FRAMES;
+		e->frames = frames;
+	}
+	bpf_ringbuf_submit(e, force ? BPF_RB_FORCE_WAKEUP : wakeup_flags(sizeof(*e)));
+}
+
 SEC("perf_event")
 int watch_hit(struct watch_ctx *ctx)
 {
@@ -714,25 +731,13 @@ int watch_hit(struct watch_ctx *ctx)
 		watch_read(ctx, &watch_tail, ctx->regs.ip, w, addr, id, lost, frames, 0);
 	else if (now > last && last > 0)
 		watch_read(ctx, &watch_tail, ctx->regs.ip, w, addr, id, lost, frames, 1);
-	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
-	if (!e) {
-		count_drop();
-		return 0;
-	}
-	watch_header(e, w, ctx->regs.ip, addr, id, lost);
-	if (frames >= 0) {
-		e->flags |= W_FRAMES;
-		e->frames = frames;
-	}
 	// Wake the reader at once where it reads the target's memory while the
 	// call (or its caller) still runs, and when the code object is freed
 	// (its stage is looked up again). The direction is a hint only (user
 	// space classifies each write by its instruction); a wrong guess costs
 	// a wakeup or a read that comes late, never a wrong span.
-	u64 flags = wakeup_flags(sizeof(*e));
-	if (now == 0 || (w->wake & WAKE_ENTRY && now > last) || (w->wake & WAKE_EXIT && now < last))
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(e, flags);
+	int force = now == 0 || (w->wake & WAKE_ENTRY && now > last) || (w->wake & WAKE_EXIT && now < last);
+	send_hit(w, ctx->regs.ip, addr, id, lost, frames, force);
 	return 0;
 }
 
@@ -824,18 +829,7 @@ int kept_return(struct pt_regs *ctx)
 	// The frame is intact here, and where a pop reads it: on 3.11 still on
 	// the thread's stack, on 3.10 its arguments still on its caller's.
 	watch_read(ctx, &kept_tail, ctx->ip, w, code, id, lost, frames, 0);
-	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(struct watch_event), 0);
-	if (!e) {
-		count_drop();
-		return 0;
-	}
-	watch_header(e, w, ctx->ip, code, id, lost);
-	if (frames >= 0) {
-		e->flags |= W_FRAMES;
-		e->frames = frames;
-	}
-	u64 flags = (w->wake & WAKE_EXIT) ? BPF_RB_FORCE_WAKEUP : wakeup_flags(sizeof(*e));
-	bpf_ringbuf_submit(e, flags);
+	send_hit(w, ctx->ip, code, id, lost, frames, w->wake & WAKE_EXIT);
 	return 0;
 }
 
