@@ -211,7 +211,7 @@ func stageSession(t *testing.T, pid int) (*pyproc.Code, *loader.Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := loader.Attach(pid, nil, loader.Options{})
+	sess, err := loader.Attach(pid, nil, loader.Options{Python: true})
 	if err != nil {
 		t.Fatal(err)
 	}

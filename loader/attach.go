@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
@@ -34,6 +36,9 @@ type Options struct {
 	// NoKeptReturn leaves kept_return (keptarm.go) unarmed: attach's
 	// --kept-frames=false, and bench/pywatch's side-by-side cost.
 	NoKeptReturn bool
+	// Python says the session will arm Python stages (ArmPython): without
+	// it the watchpoint programs and maps are loaded as stubs (pythonless).
+	Python bool
 }
 
 // Session is a set of armed probes on one process.
@@ -94,8 +99,8 @@ func Attach(pid int, targets []Target, opts Options) (*Session, error) {
 	for _, t := range targets {
 		s.values = append(s.values, t.Stage.Boundaries())
 	}
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
-		return nil, verifierError(err)
+	if err := loadCollection(spec, &s.objs, nil); err != nil {
+		return nil, err
 	}
 	if err := s.configure(); err != nil {
 		s.Close()
@@ -151,6 +156,9 @@ func configureSpec(spec *ebpf.CollectionSpec, opts Options) error {
 			return err
 		}
 	}
+	if !opts.Python {
+		pythonless(spec)
+	}
 	if opts.CUDA != nil {
 		return spec.Variables["cuda_on"].Set(uint32(1))
 	}
@@ -158,6 +166,39 @@ func configureSpec(spec *ebpf.CollectionSpec, opts Options) error {
 	// memory cgroup: a target without CUDA gets one entry, not the 16384
 	// threads' worth (~2 MiB) of one that has it.
 	spec.Maps["cuda_threads"].MaxEntries = 1
+	return nil
+}
+
+// pythonless makes spec's watchpoint programs stubs and its Python maps one
+// entry long, for a session with no Python stage. Both are paid at load,
+// to the daemon's memory cgroup, whether used or not: watch_fields' verifier
+// run charged it 14 MiB more while it ran (20 MiB in all, against 1 MiB for
+// the stage programs), and the Python maps, allocated whole, ~2.5 MiB each
+// session.
+func pythonless(spec *ebpf.CollectionSpec) {
+	for _, name := range []string{"watch_hit", "watch_fields"} {
+		p := spec.Programs[name]
+		p.Instructions = asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithSymbol(name), asm.Return()}
+	}
+	for _, name := range []string{"tstates", "exc_slots", "pyprogs"} {
+		spec.Maps[name].MaxEntries = 1
+	}
+}
+
+// loadMu lets one collection load at a time in this process. The verifier's
+// working memory is charged to the loader's memory cgroup until the load
+// ends (20 MiB for the stage collection): 16 daemon sessions attaching
+// together took the DaemonSet's 256 MiB container past its limit, and the
+// kernel killed the daemon, where one at a time they need 20 MiB at most.
+var loadMu sync.Mutex
+
+// loadCollection is spec.LoadAndAssign(to, opts), one at a time.
+func loadCollection(spec *ebpf.CollectionSpec, to any, opts *ebpf.CollectionOptions) error {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if err := spec.LoadAndAssign(to, opts); err != nil {
+		return verifierError(err)
+	}
 	return nil
 }
 

@@ -121,8 +121,8 @@ func loadKept(maps *bpf.StageMaps, opts Options) (*keptObjects, error) {
 		}
 	}
 	var k keptObjects
-	if err := spec.LoadAndAssign(&k, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return nil, verifierError(err)
+	if err := loadCollection(spec, &k, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, err
 	}
 	return &k, nil
 }

@@ -211,6 +211,9 @@ func withoutReturnReads(st *probes.Stage) (*probes.Stage, bool) {
 // layouts and its threads' states (SetThreadState adds later threads).
 func (s *Session) ArmPython(targets []PyTarget, proc *pyproc.Process) error {
 	if len(targets) > 0 {
+		if !s.opts.Python {
+			return errors.New("Python stages on a session attached without Options.Python: its watchpoint programs are stubs")
+		}
 		if err := WatchpointsFire(); err != nil {
 			return err
 		}

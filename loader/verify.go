@@ -27,14 +27,14 @@ func VerifyPrograms() error {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
 	}
-	for _, opts := range []Options{{}, {CUDA: &CUDATarget{}}} {
+	for _, opts := range []Options{{Python: true}, {Python: true, CUDA: &CUDATarget{}}} {
 		spec, err := sessionSpec(opts)
 		if err != nil {
 			return err
 		}
 		var objs bpf.StageObjects
-		if err := spec.LoadAndAssign(&objs, nil); err != nil {
-			return verifierError(err)
+		if err := loadCollection(spec, &objs, nil); err != nil {
+			return err
 		}
 		kept, err := loadKept(&objs.StageMaps, opts)
 		if err == nil {

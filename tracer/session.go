@@ -96,7 +96,7 @@ func (s *session) attach() error {
 	for _, p := range s.procs {
 		var err error
 		p.cuda = findCUDA(cfg, p.pid)
-		opts := loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes, CUDA: p.cuda, CUDALaunches: !cfg.NoCUDALaunches, NoKeptReturn: cfg.NoKeptFrames}
+		opts := loader.Options{NoMulti: cfg.NoMulti, RingBytes: cfg.RingBytes, CUDA: p.cuda, CUDALaunches: !cfg.NoCUDALaunches, NoKeptReturn: cfg.NoKeptFrames, Python: p.py != nil}
 		if p.sess, err = loader.Attach(p.pid, p.targets, opts); err != nil {
 			return err
 		}

@@ -339,7 +339,7 @@ func attachSpecprobe(pid int, requests, noPush, noKept bool) (io.Closer, func() 
 	if noPush {
 		targets[0].Program.Prog.Push = 0
 	}
-	sess, err := loader.Attach(pid, nil, loader.Options{NoKeptReturn: noKept})
+	sess, err := loader.Attach(pid, nil, loader.Options{Python: true, NoKeptReturn: noKept})
 	if err != nil {
 		return nil, nil, err
 	}
