@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -185,17 +184,19 @@ func pythonless(spec *ebpf.CollectionSpec) {
 	}
 }
 
-// loadMu lets one collection load at a time in this process. The verifier's
-// working memory is charged to the loader's memory cgroup until the load
-// ends (20 MiB for the stage collection): 16 daemon sessions attaching
-// together took the DaemonSet's 256 MiB container past its limit, and the
-// kernel killed the daemon, where one at a time they need 20 MiB at most.
-var loadMu sync.Mutex
+// loads lets two collections load at a time in this process. The
+// verifier's working memory is charged to the loader's memory cgroup until
+// the load ends (20 MiB for a Python session's collection): 16 daemon
+// sessions attaching together took the DaemonSet's 256 MiB container past
+// its limit, and the kernel killed the daemon. Two at a time bound it to
+// 40 MiB; the verifier works on one core a load, and the DaemonSet's half a
+// core would not run more any faster.
+var loads = make(chan struct{}, 2)
 
-// loadCollection is spec.LoadAndAssign(to, opts), one at a time.
+// loadCollection is spec.LoadAndAssign(to, opts), within loads.
 func loadCollection(spec *ebpf.CollectionSpec, to any, opts *ebpf.CollectionOptions) error {
-	loadMu.Lock()
-	defer loadMu.Unlock()
+	loads <- struct{}{}
+	defer func() { <-loads }()
 	if err := spec.LoadAndAssign(to, opts); err != nil {
 		return verifierError(err)
 	}
