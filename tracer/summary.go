@@ -180,6 +180,9 @@ func printSummary(w io.Writer, r *Result, accepted bool) {
 		if p.FromStep > 0 {
 			fmt.Fprintf(w, "  python: %d calls without their own read took their step's requests (same_batch)\n", p.FromStep)
 		}
+		if st.Withdrawn > 0 {
+			fmt.Fprintf(w, "  python: %d entries withdrawn: a reference to a stage's code taken outside a call, not a frame's push\n", st.Withdrawn)
+		}
 		if p.Skipped > 0 {
 			fmt.Fprintf(w, "  python: %d calls left out by a stage's when\n", p.Skipped)
 		}

@@ -225,6 +225,19 @@ func TestSummaryNamesCutCalls(t *testing.T) {
 	}
 }
 
+// Entries withdrawn as no call (a stripped interpreter's reference taken
+// outside a call) are counted, and only where there were some.
+func TestSummaryWithdrawn(t *testing.T) {
+	for _, n := range []uint64{0, 3} {
+		var out bytes.Buffer
+		printSummary(&out, &Result{Elapsed: time.Second, Stats: spanbuilder.Stats{Withdrawn: n}, Python: &PyStats{}}, false)
+		got := strings.Contains(out.String(), fmt.Sprintf("python: %d entries withdrawn", n))
+		if got != (n > 0) || (n == 0 && strings.Contains(out.String(), "withdrawn")) {
+			t.Errorf("%d withdrawn: summary\n%s", n, out.String())
+		}
+	}
+}
+
 // The accepted-counts line says why verifies went without, when they did.
 func TestWithoutWhy(t *testing.T) {
 	for _, c := range []struct {
