@@ -102,7 +102,9 @@ func cudaUseOf(s sdktrace.ReadOnlySpan) cudaSpanUse {
 // longer (1 µs for rounding to seconds as a double and back), and shorter
 // by the two probe hits, a few µs; a preemption in between can add up to a
 // scheduling slice on a busy machine, so one call may be 2 ms short, and
-// the median shortfall must stay under 100 µs.
+// the median shortfall must stay under 100 µs. Both bounds scale with the
+// machine (machineTime): under a guest's emulated CPU each probe hit takes
+// tens of µs, and the median came to 116 µs in one run of the 6.1 guest.
 func compareCUDA(t *testing.T, truth []cudaTruth, spans []sdktrace.ReadOnlySpan, spanName map[string]string) {
 	t.Helper()
 	got := map[string][]cudaSpanUse{} // stage/rid -> spans by start
@@ -156,7 +158,7 @@ func compareCUDA(t *testing.T, truth []cudaTruth, spans []sdktrace.ReadOnlySpan,
 	slices.Sort(short)
 	med := short[len(short)/2]
 	t.Logf("%d syncs: the span's time short of the target's by median %dns, max %dns", len(short), med, short[len(short)-1])
-	if med > 100_000 {
+	if med > int64(machineTime(100*time.Microsecond)) {
 		t.Errorf("the spans' sync time is short of the target's by a median %dns", med)
 	}
 }
