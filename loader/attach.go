@@ -173,8 +173,8 @@ func configureSpec(spec *ebpf.CollectionSpec, opts Options) error {
 // to the daemon's memory cgroup, whether used or not: watch_fields' verifier
 // run charged it 14 MiB more while it ran (20 MiB in all, against 1 MiB for
 // the stage programs), and the Python maps: pyprogs, an array allocated
-// whole (300 KiB), and the buckets of tstates and exc_slots (256 KiB each;
-// their entries come with threads).
+// whole, and the bucket arrays of tstates and exc_slots, sized by their
+// max_entries (their entries come with threads).
 func pythonless(spec *ebpf.CollectionSpec) {
 	for _, name := range []string{"watch_hit", "watch_fields"} {
 		p := spec.Programs[name]
