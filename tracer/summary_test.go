@@ -231,8 +231,8 @@ func TestSummaryWithdrawn(t *testing.T) {
 	for _, n := range []uint64{0, 3} {
 		var out bytes.Buffer
 		printSummary(&out, &Result{Elapsed: time.Second, Stats: spanbuilder.Stats{Withdrawn: n}, Python: &PyStats{}}, false)
-		got := strings.Contains(out.String(), fmt.Sprintf("python: %d entries withdrawn", n))
-		if got != (n > 0) || (n == 0 && strings.Contains(out.String(), "withdrawn")) {
+		line := fmt.Sprintf("python: %d entries withdrawn", n)
+		if n > 0 != strings.Contains(out.String(), line) || n == 0 && strings.Contains(out.String(), "withdrawn") {
 			t.Errorf("%d withdrawn: summary\n%s", n, out.String())
 		}
 	}
